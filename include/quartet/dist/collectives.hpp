@@ -1,0 +1,74 @@
+#pragma once
+// Collectives inside one model group, over torch::Tensor. Two implementations behind this one
+// interface: NCCL (GPU tensors; one communicator per group, its own stream) and MPI (CPU
+// tensors; CI and CPU runs). The public calls check their arguments the same way for both,
+// watch the operation with the watchdog, and hand the work to the backend.
+//
+// Shapes: all_gather takes the same number of elements on every rank and fills a flat buffer
+// of size * that many, in rank order; reduce_scatter is its reverse (input numel = size *
+// output numel, rank r keeps block r). Tensors must be contiguous and on the backend's device.
+#include <mpi.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/dist/watchdog.hpp"
+
+namespace quartet {
+
+enum class ReduceOp { sum, avg };
+const char* reduce_op_name(ReduceOp op);
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+
+  void all_gather(const torch::Tensor& in, const torch::Tensor& out);
+  void reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op);
+  void all_reduce(const torch::Tensor& tensor, ReduceOp op);
+  void broadcast(const torch::Tensor& tensor, int root);
+  void barrier();
+  // Waits until every collective queued so far has finished (a no-op on MPI, which blocks).
+  virtual void synchronize() {}
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& group_name() const { return group_; }
+  virtual const char* backend_name() const = 0;
+  virtual torch::Device device() const = 0;
+
+ protected:
+  Collectives(std::string group, std::vector<int> world_ranks, int rank, int size,
+              Watchdog* watchdog);
+  // "all_reduce #12 (sum, bfloat16[1000]) on group 'actor' (world ranks 0-3, nccl)"
+  std::string describe(const char* op, const torch::Tensor* t, const char* extra = "");
+  Watchdog* watchdog() const { return watchdog_; }
+
+  virtual void do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
+                             const std::string& what) = 0;
+  virtual void do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
+                                 const std::string& what) = 0;
+  virtual void do_all_reduce(const torch::Tensor& t, ReduceOp op, const std::string& what) = 0;
+  virtual void do_broadcast(const torch::Tensor& t, int root, const std::string& what) = 0;
+  virtual void do_barrier(const std::string& what) = 0;
+
+ private:
+  void check_tensor(const torch::Tensor& t, const char* op, const char* arg) const;
+  std::string group_;
+  std::vector<int> world_ranks_;
+  int rank_, size_;
+  Watchdog* watchdog_;
+  long sequence_ = 0;
+};
+
+// MPI backend over `comm` (CPU tensors). The communicator is borrowed, not freed.
+std::unique_ptr<Collectives> make_mpi_collectives(std::string group, std::vector<int> world_ranks,
+                                                  MPI_Comm comm, Watchdog* watchdog);
+// NCCL backend: one communicator over the ranks of `comm` (its unique id is broadcast on
+// `comm`), on the current CUDA device. Throws when quartet was built without CUDA.
+std::unique_ptr<Collectives> make_nccl_collectives(std::string group, std::vector<int> world_ranks,
+                                                   MPI_Comm comm, Watchdog* watchdog);
+
+}  // namespace quartet

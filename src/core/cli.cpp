@@ -1,0 +1,100 @@
+#include "quartet/core/cli.hpp"
+
+#include <boost/program_options.hpp>
+#include <sstream>
+
+#include "quartet/core/config.hpp"
+
+namespace po = boost::program_options;
+
+namespace quartet {
+namespace {
+po::options_description command_options() {
+  po::options_description o("Options");
+  o.add_options()
+    ("set", po::value<std::vector<std::string>>()->composing(),
+     "override a deck key: --set section.key=value (repeatable)")
+    ("help,h", "this help");
+  return o;
+}
+}  // namespace
+
+CommandLine parse_command_line(int argc, const char* const* argv,
+                               const std::vector<CommandSpec>& commands) {
+  CommandLine cl;
+  if (argc < 2) throw UsageError("no command given (try quartet --help)");
+  std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    cl.help = true;
+    return cl;
+  }
+  if (first == "--version") {
+    cl.version = true;
+    return cl;
+  }
+  bool known = false;
+  for (const auto& c : commands) known |= first == c.name;
+  if (!known) throw UsageError("unknown command '" + first + "' (try quartet --help)");
+  cl.command = first;
+
+  po::options_description all = command_options();
+  all.add_options()("deck", po::value<std::string>(), "input deck");
+  po::positional_options_description positional;
+  positional.add("deck", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1)
+                  .options(all)
+                  .positional(positional)
+                  .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("quartet ") + first + ": " + e.what());
+  }
+  cl.help = vm.count("help") > 0;
+  if (vm.count("deck")) cl.deck = vm["deck"].as<std::string>();
+  if (vm.count("set")) cl.overrides = vm["set"].as<std::vector<std::string>>();
+  if (!cl.help && cl.deck.empty())
+    throw UsageError("quartet " + first + ": no deck given (quartet " + first + " DECK)");
+  return cl;
+}
+
+std::string top_level_help(const std::vector<CommandSpec>& commands) {
+  std::ostringstream s;
+  s << "quartet " << QUARTET_VERSION << ": RLHF for large language models over MPI model groups\n\n"
+    << "Usage: quartet <command> DECK [--set section.key=value ...]\n"
+    << "       quartet <command> --help     keys of the deck, with defaults and units\n\n"
+    << "Commands:\n";
+  for (const auto& c : commands) {
+    std::string name = c.name;
+    s << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << c.summary
+      << "\n";
+  }
+  s << "\nLaunch one rank per GPU: mpirun -np 8 quartet <command> DECK, or srun under Slurm.\n";
+  return s.str();
+}
+
+std::string command_help(const CommandSpec& command) {
+  std::ostringstream s;
+  s << "Usage: quartet " << command.name << " DECK [--set section.key=value ...]\n\n"
+    << command.summary << "\n\n"
+    << command_options() << "\n"
+    << "Deck keys ([section] key = default: meaning):\n";
+  Deck defaults("defaults", "", {}, deck_schema());
+  std::string section;
+  for (const auto& opt : deck_schema().options()) {
+    const std::string& key = opt->long_name();
+    auto dot = key.rfind('.');
+    if (key.substr(0, dot) != section) {
+      section = key.substr(0, dot);
+      s << "  [" << section << "]\n";
+    }
+    std::string entry = key.substr(dot + 1) + " = " + defaults.value_text(key);
+    s << "    " << entry << std::string(entry.size() < 28 ? 28 - entry.size() : 1, ' ')
+      << opt->description() << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace quartet

@@ -1,0 +1,92 @@
+#include "quartet/dist/collectives.hpp"
+
+#include <sstream>
+
+#include "quartet/core/check.hpp"
+#include "quartet/dist/placement.hpp"
+
+namespace quartet {
+
+const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "avg"; }
+
+Collectives::Collectives(std::string group, std::vector<int> world_ranks, int rank, int size,
+                         Watchdog* watchdog)
+    : group_(std::move(group)), world_ranks_(std::move(world_ranks)), rank_(rank), size_(size),
+      watchdog_(watchdog) {}
+
+std::string Collectives::describe(const char* op, const torch::Tensor* t, const char* extra) {
+  std::ostringstream s;
+  std::string detail = extra;
+  if (t)
+    detail += std::string(detail.empty() ? "" : ", ") + c10::toString(t->scalar_type()) + "[" +
+              std::to_string(t->numel()) + "]";
+  s << op << " #" << sequence_ << (detail.empty() ? "" : " (" + detail + ")");
+  s << " on group '" << group_ << "' (world ranks " << rank_list(world_ranks_) << ", "
+    << backend_name() << ")";
+  return s.str();
+}
+
+void Collectives::check_tensor(const torch::Tensor& t, const char* op, const char* arg) const {
+  std::string where = std::string(op) + " on group '" + group_ + "': " + arg;
+  QUARTET_CHECK(t.defined(), where + " is an undefined tensor");
+  QUARTET_CHECK(t.is_contiguous(), where + " must be contiguous");
+  QUARTET_CHECK(t.device() == device(), where + " is on " + t.device().str() + ", but the " +
+                                            backend_name() + " backend works on " +
+                                            device().str());
+}
+
+void Collectives::all_gather(const torch::Tensor& in, const torch::Tensor& out) {
+  check_tensor(in, "all_gather", "input");
+  check_tensor(out, "all_gather", "output");
+  QUARTET_CHECK(in.scalar_type() == out.scalar_type(), "all_gather on group '" + group_ +
+                "': input is " + c10::toString(in.scalar_type()) + ", output is " +
+                c10::toString(out.scalar_type()));
+  QUARTET_CHECK(out.numel() == in.numel() * size_,
+                "all_gather on group '" + group_ + "': output has " + std::to_string(out.numel()) +
+                " elements, expected group size " + std::to_string(size_) + " x input " +
+                std::to_string(in.numel()));
+  ++sequence_;
+  do_all_gather(in, out, describe("all_gather", &in));
+}
+
+void Collectives::reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op) {
+  check_tensor(in, "reduce_scatter", "input");
+  check_tensor(out, "reduce_scatter", "output");
+  QUARTET_CHECK(in.scalar_type() == out.scalar_type(), "reduce_scatter on group '" + group_ +
+                "': input is " + c10::toString(in.scalar_type()) + ", output is " +
+                c10::toString(out.scalar_type()));
+  QUARTET_CHECK(in.numel() == out.numel() * size_,
+                "reduce_scatter on group '" + group_ + "': input has " +
+                std::to_string(in.numel()) + " elements, expected group size " +
+                std::to_string(size_) + " x output " + std::to_string(out.numel()));
+  QUARTET_CHECK(op != ReduceOp::avg || in.is_floating_point(),
+                "reduce_scatter avg on group '" + group_ + "' needs a floating-point tensor, not " +
+                c10::toString(in.scalar_type()));
+  ++sequence_;
+  do_reduce_scatter(in, out, op, describe("reduce_scatter", &in, reduce_op_name(op)));
+}
+
+void Collectives::all_reduce(const torch::Tensor& t, ReduceOp op) {
+  check_tensor(t, "all_reduce", "tensor");
+  QUARTET_CHECK(op != ReduceOp::avg || t.is_floating_point(),
+                "all_reduce avg on group '" + group_ + "' needs a floating-point tensor, not " +
+                c10::toString(t.scalar_type()));
+  ++sequence_;
+  do_all_reduce(t, op, describe("all_reduce", &t, reduce_op_name(op)));
+}
+
+void Collectives::broadcast(const torch::Tensor& t, int root) {
+  check_tensor(t, "broadcast", "tensor");
+  QUARTET_CHECK(root >= 0 && root < size_, "broadcast on group '" + group_ + "': root " +
+                std::to_string(root) + " is not a rank of a group of " + std::to_string(size_));
+  ++sequence_;
+  std::string from = "root " + std::to_string(root);
+  do_broadcast(t, root, describe("broadcast", &t, from.c_str()));
+}
+
+void Collectives::barrier() {
+  ++sequence_;
+  do_barrier(describe("barrier", nullptr));
+}
+
+}  // namespace quartet

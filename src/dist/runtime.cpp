@@ -1,0 +1,77 @@
+#include "quartet/dist/runtime.hpp"
+
+#include <mpi.h>
+
+
+#include "quartet/core/check.hpp"
+#include "quartet/core/log.hpp"
+#include "quartet/dist/device.hpp"
+
+namespace quartet {
+namespace {
+
+// Rank 0 reads the deck and sends its text to everyone: all ranks parse the same bytes, so they
+// reach the same verdict, even where file systems lag behind each other.
+std::string read_deck_everywhere(const World& world, const std::string& path, std::string* error) {
+  std::string text;
+  int ok = 1;
+  if (world.rank() == 0) {
+    try {
+      text = read_deck_file(path);
+    } catch (const DeckError& e) {
+      ok = 0;
+      text = e.what();
+    }
+  }
+  long long n = static_cast<long long>(text.size());
+  MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world.comm()));
+  MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, world.comm()));
+  text.resize(static_cast<size_t>(n));
+  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, 0, world.comm()));
+  if (!ok) *error = text;
+  return ok ? text : std::string();
+}
+
+}  // namespace
+
+std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& deck_path,
+                                       const std::vector<std::string>& overrides) {
+  std::string read_error;
+  std::string text = read_deck_everywhere(world, deck_path, &read_error);
+
+  // Step 1, local on every rank: deck, typed config, placement, device.
+  std::unique_ptr<Config> config;
+  Placement placement;
+  torch::Device device(torch::kCPU);
+  bool ok = world.agree([&] {
+    if (!read_error.empty()) throw DeckError(read_error);
+    config = std::make_unique<Config>(
+        load_config(Deck(deck_path, text, overrides, deck_schema())));
+    placement = make_placement(config->placement, world.size(), config->deck);
+    device = select_device(config->dist.device, world.local_rank());
+  });
+  if (!ok) return nullptr;
+
+  // Step 2, collective: where every rank computes, then the checks that need all of it.
+  auto devices = gather_devices(world, device);
+  std::string backend;
+  ok = world.agree([&] {
+    backend = resolve_backend(config->dist, device, config->deck);
+    if (backend == "nccl") check_gpu_sharing(placement, devices, config->deck);
+  });
+  if (!ok) return nullptr;
+
+  if (!device.is_cuda()) configure_cpu_threads(world.local_size());
+  printf0("quartet %s: %d rank(s), %s backend, %s\n", QUARTET_VERSION, world.size(),
+          backend.c_str(), placement.describe().c_str());
+  printf0("---- resolved deck (%s) ----\n%s----\n", deck_path.c_str(),
+          config->deck.resolved().c_str());
+
+  auto rt = std::unique_ptr<Runtime>(
+      new Runtime{world, std::move(*config), device, std::move(placement), backend, nullptr, nullptr});
+  rt->watchdog = std::make_unique<Watchdog>(rt->config.dist.watchdog_timeout);
+  rt->groups = std::make_unique<ModelGroups>(world, rt->placement, backend, rt->watchdog.get());
+  return rt;
+}
+
+}  // namespace quartet

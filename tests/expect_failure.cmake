@@ -1,0 +1,12 @@
+# Runs COMMAND (its words joined by '|') and passes only if it exits non-zero and its output matches EXPECT.
+string(REPLACE "|" ";" COMMAND "${COMMAND}")
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+string(REPLACE ";" " " shown "${COMMAND}")
+message("$ ${shown}\n${all}\nexit status: ${rc}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a non-zero exit status")
+endif()
+if(NOT all MATCHES "${EXPECT}")
+  message(FATAL_ERROR "expected the output to match: ${EXPECT}")
+endif()

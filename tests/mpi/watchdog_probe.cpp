@@ -1,0 +1,34 @@
+// A program that stalls on purpose, for the watchdog tests (tests/mpi/CMakeLists.txt):
+//   watchdog_probe barrier   - the last rank never joins a barrier of the whole world
+//   watchdog_probe exchange  - world rank 2 never sends its part of an exchange
+// The watchdog must report the stalled operation and abort the job (non-zero exit, no hang).
+#include <unistd.h>
+
+#include <cstring>
+
+#include "quartet/core/log.hpp"
+#include "quartet/dist/collectives.hpp"
+#include "quartet/dist/exchange.hpp"
+#include "quartet/dist/world.hpp"
+
+using namespace quartet;
+
+int main(int argc, char** argv) {
+  World world(&argc, &argv);
+  Watchdog dog(1.0);
+  std::string mode = argc > 1 ? argv[1] : "barrier";
+  if (mode == "barrier") {
+    std::vector<int> ranks;
+    for (int r = 0; r < world.size(); ++r) ranks.push_back(r);
+    auto coll = make_mpi_collectives("world", ranks, world.comm(), &dog);
+    if (world.rank() != world.size() - 1) coll->barrier();
+  } else {
+    // Sources: world ranks 1 and 2; destination: world rank 0. Rank 2 never sends.
+    GroupExchange ex(world, "probe", {1, 2}, {0}, 1, torch::Device(torch::kCPU), &dog);
+    Batch batch = {torch::ones({2, 3})};
+    if (world.rank() != 2) ex.forward(batch);
+  }
+  sleep(30);  // the stalled rank idles; the watchdog ends the job long before this
+  printf0("watchdog_probe: the watchdog did not fire\n");
+  return 0;
+}

@@ -1,0 +1,159 @@
+// Deck parsing and every error path: syntax, unknown keys and sections, repeated keys, types,
+// ranges, overrides. Each error must name the file, the line (or the --set argument) and the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "quartet/core/config.hpp"
+
+using namespace quartet;
+
+namespace {
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return load_config(Deck("test.deck", text, overrides, deck_schema()));
+}
+
+// The DeckError message of parsing `text`, or "" when it parses.
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse(text, overrides);
+  } catch (const DeckError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kGood = R"(# a complete deck
+[run]
+name = demo    # inline comment
+out = runs/demo
+seed = 7
+iterations = 3
+
+[placement]
+mode = disjoint
+actor = 4
+critic = 2
+reference = 1
+reward = 1
+
+[dist]
+backend = mpi
+watchdog_timeout = 2.5
+)";
+
+}  // namespace
+
+TEST(Deck, ParsesTypedValuesAndComments) {
+  Config c = parse(kGood);
+  EXPECT_EQ(c.run.name, "demo");
+  EXPECT_EQ(c.run.out, "runs/demo");
+  EXPECT_EQ(c.run.seed, 7u);
+  EXPECT_EQ(c.run.iterations, 3);
+  EXPECT_EQ(c.placement.mode, "disjoint");
+  EXPECT_EQ(c.placement.actor, 4);
+  EXPECT_EQ(c.placement.critic, 2);
+  EXPECT_EQ(c.dist.backend, "mpi");
+  EXPECT_DOUBLE_EQ(c.dist.watchdog_timeout, 2.5);
+}
+
+TEST(Deck, DefaultsFillMissingKeys) {
+  Config c = parse("[placement]\nactor = 1\n");
+  EXPECT_EQ(c.run.iterations, RunConfig{}.iterations);
+  EXPECT_EQ(c.dist.backend, "auto");
+  EXPECT_EQ(c.placement.critic, -1);
+  EXPECT_FALSE(c.deck.given("placement.critic"));
+  EXPECT_TRUE(c.deck.given("placement.actor"));
+}
+
+TEST(Deck, OverridesWinAndAreNamedInErrors) {
+  Config c = parse(kGood, {"placement.actor=5", "run.name=swept"});
+  EXPECT_EQ(c.placement.actor, 5);
+  EXPECT_EQ(c.run.name, "swept");
+  EXPECT_EQ(c.deck.where("placement.actor"), "--set placement.actor=5");
+  EXPECT_EQ(c.deck.where("placement.critic"), "test.deck:11");
+  EXPECT_EQ(c.deck.where("run.seed"), "test.deck:5");
+  EXPECT_EQ(c.deck.where("dist.device"), "test.deck (default)");
+  EXPECT_EQ(error_of(kGood, {"run.iterations=0"}),
+            "--set run.iterations=0: run.iterations must be at least 1");
+}
+
+TEST(Deck, ResolvedDeckParsesBackToTheSameConfig) {
+  Config c = parse(kGood, {"placement.actor=5"});
+  std::string resolved = c.deck.resolved();
+  EXPECT_NE(resolved.find("[placement]\nmode = disjoint\nactor = 5\n"), std::string::npos) << resolved;
+  Config again = parse(resolved);
+  EXPECT_EQ(again.placement.actor, 5);
+  EXPECT_EQ(again.run.seed, 7u);
+  EXPECT_DOUBLE_EQ(again.dist.watchdog_timeout, 2.5);
+}
+
+TEST(DeckErrors, UnknownKeyNamesLineSectionAndKnownKeys) {
+  std::string e = error_of("[run]\nname = x\n\n[placement]\nactr = 2\n");
+  EXPECT_NE(e.find("test.deck:5: unknown key 'actr' in section [placement]"), std::string::npos) << e;
+  EXPECT_NE(e.find("known keys: mode, actor, critic, reference, reward"), std::string::npos) << e;
+}
+
+TEST(DeckErrors, UnknownSection) {
+  EXPECT_EQ(error_of("[run]\nname = x\n[ppo_typo]\nclip = 0.2\n"),
+            "test.deck:3: unknown section [ppo_typo]");
+}
+
+TEST(DeckErrors, Syntax) {
+  EXPECT_EQ(error_of("[run\n"), "test.deck:1: malformed section header '[run' (expected [name])");
+  EXPECT_EQ(error_of("[run]\njust words\n"),
+            "test.deck:2: expected 'key = value' or '[section]', found 'just words'");
+  EXPECT_EQ(error_of("name = x\n"), "test.deck:1: key 'name' stands before any [section] header");
+  EXPECT_EQ(error_of("[run]\nname =   # nothing\n"), "test.deck:2: key 'run.name' has an empty value");
+}
+
+TEST(DeckErrors, RepeatedKeyNamesBothLines) {
+  EXPECT_EQ(error_of("[run]\nseed = 1\n\nseed = 2\n"),
+            "test.deck:4: key 'run.seed' is set twice (first on line 2)");
+}
+
+TEST(DeckErrors, WrongTypeNamesLineAndExpectedType) {
+  std::string e = error_of("[placement]\nactor = two\n");
+  EXPECT_EQ(e.rfind("test.deck:2: placement.actor has a bad value: expected an integer", 0), 0u) << e;
+  e = error_of("[dist]\nwatchdog_timeout = soon\n");
+  EXPECT_EQ(e.rfind("test.deck:2: dist.watchdog_timeout has a bad value: expected a number", 0), 0u) << e;
+  e = error_of("[run]\nseed = 1.5\n");
+  EXPECT_EQ(e.rfind("test.deck:2: run.seed has a bad value: expected a non-negative integer", 0), 0u) << e;
+}
+
+TEST(DeckErrors, OutOfRangeAndEnumValues) {
+  EXPECT_EQ(error_of("[run]\niterations = 0\n"), "test.deck:2: run.iterations must be at least 1");
+  EXPECT_EQ(error_of("[placement]\nmode = scattered\n"),
+            "test.deck:2: placement.mode is 'scattered'; expected one of: disjoint | colocated");
+  EXPECT_EQ(error_of("[placement]\ncritic = -2\n"), "test.deck:2: placement.critic must not be negative");
+  EXPECT_EQ(error_of("[dist]\nwatchdog_timeout = 0\n"),
+            "test.deck:2: dist.watchdog_timeout must be > 0 seconds");
+  EXPECT_EQ(error_of("[dist]\nbackend = nccl\ndevice = cpu\n"),
+            "test.deck:2: dist.backend is nccl, which needs GPUs, but dist.device is cpu");
+}
+
+TEST(DeckErrors, MalformedOverrides) {
+  EXPECT_EQ(error_of(kGood, {"actor=3"}), "--set actor=3: expected section.key=value");
+  EXPECT_EQ(error_of(kGood, {"placement.actor"}), "--set placement.actor: expected section.key=value");
+  EXPECT_EQ(error_of(kGood, {"placement.actors=3"}), "--set placement.actors=3: unknown key 'placement.actors'");
+  EXPECT_EQ(error_of(kGood, {"run.seed=1", "run.seed=2"}), "--set run.seed=2: key 'run.seed' set twice");
+  std::string e = error_of(kGood, {"placement.actor=x"});
+  EXPECT_EQ(e.rfind("--set placement.actor=x: placement.actor has a bad value: expected an integer", 0), 0u) << e;
+}
+
+TEST(DeckErrors, MissingFile) {
+  try {
+    Deck::from_file("/nonexistent/dir/x.deck", {}, deck_schema());
+    FAIL() << "a missing deck must be refused";
+  } catch (const DeckError& e) {
+    EXPECT_STREQ(e.what(), "cannot read deck '/nonexistent/dir/x.deck': no such file or not readable");
+  }
+}
+
+TEST(Deck, ShippedDecksParse) {
+  const char* src = std::getenv("QUARTET_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "ctest sets QUARTET_SOURCE_DIR";
+  Config c = load_config(Deck::from_file(std::string(src) + "/inputs/selfcheck.deck", {}, deck_schema()));
+  EXPECT_EQ(c.placement.actor + c.placement.critic + c.placement.reference + c.placement.reward, 6);
+}
