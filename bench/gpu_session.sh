@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device session on the GPU machine (build + tests + benchmark in one call), from the repo
+# root, with .gpu carried (../shared/gpu/prepare.sh made it):
+#   bash bench/gpu_session.sh            logs land in $OUT (or ./gpu-logs)
+set -uo pipefail
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+source .gpu/env.sh > "$OUT/env.log" 2>&1; cat "$OUT/env.log"
+nvidia-smi -L | tee -a "$OUT/env.log"
+{ cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS &&
+  cmake --build build-gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1
+rc=$?; tail -5 "$OUT/build.log"; grep -E "warning|error" "$OUT/build.log" | head -20
+[ $rc -eq 0 ] || { echo "build failed"; exit 1; }
+export OMP_NUM_THREADS=1
+(cd build-gpu && ctest -j 4 --output-on-failure --timeout 300) > "$OUT/ctest.log" 2>&1
+tail -40 "$OUT/ctest.log"
+grep -E "Backends/Collectives_.*nccl|OK \] Backends" build-gpu/Testing/Temporary/LastTest.log | grep -c nccl | sed 's/^/NCCL collective test results seen: /'
+MPI="mpirun --oversubscribe --bind-to none"
+{
+  echo "== selfcheck: 2 ranks, 2 GPUs, colocated (one NCCL group of 2)"
+  $MPI -np 2 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.mode=colocated \
+    --set placement.actor=2 --set placement.critic=2 --set placement.reference=2 --set placement.reward=2
+  echo "exit $?"
+  echo "== selfcheck: 4 ranks on 2 GPUs, disjoint 2/2 (ranks of different groups share GPUs)"
+  $MPI -np 4 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.actor=2 \
+    --set placement.critic=2 --set placement.reference=0 --set placement.reward=0
+  echo "exit $?"
+  echo "== refused: colocated on 4 ranks puts two ranks of one group on one GPU"
+  $MPI -np 4 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.mode=colocated \
+    --set placement.actor=4 --set placement.critic=0 --set placement.reference=0 --set placement.reward=0
+  echo "exit $?"
+} > "$OUT/selfcheck.log" 2>&1
+grep -E "^==|selfcheck|exit|error|nccl" "$OUT/selfcheck.log" | head -30
+$MPI -np 2 build-gpu/bench/collectives_bench --max-mib 1024 --iters 20 --dtype bf16 > "$OUT/bench.log" 2>&1
+$MPI -np 2 build-gpu/bench/collectives_bench --max-mib 1024 --iters 20 --dtype fp32 >> "$OUT/bench.log" 2>&1
+cat "$OUT/bench.log"
