@@ -100,10 +100,10 @@ Batch make_rows(int i, int iteration, std::int64_t lo, std::int64_t hi) {
                 torch::arange(width_of_source(i), torch::kFloat32) + 0.5;
   auto special = ids.to(torch::kFloat32).view({n, 1, 1}) * 0.5 -
                  torch::arange(6, torch::kFloat32).view({1, 2, 3});
-  auto odd = (ids % 5 == 2).view({n, 1, 1});
+  auto marked = (ids % 5 == 2).view({n, 1, 1});
   auto pos = torch::arange(6).view({1, 2, 3});
   auto put = [&](int at, float v) {
-    special = torch::where(odd & (pos == at), torch::full_like(special, v), special);
+    special = torch::where(marked & (pos == at), torch::full_like(special, v), special);
   };
   put(0, std::numeric_limits<float>::quiet_NaN());
   put(5, -std::numeric_limits<float>::infinity());
