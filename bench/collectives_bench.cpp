@@ -3,7 +3,7 @@
 // One group over the whole world, NCCL on GPUs, MPI on CPUs. algbw = bytes / time; busbw
 // scales it by the traffic each link carries: 2(n-1)/n for all_reduce, (n-1)/n for all_gather
 // and reduce_scatter (bytes = the full, gathered size).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

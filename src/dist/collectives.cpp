@@ -35,42 +35,45 @@ void Collectives::check_tensor(const torch::Tensor& t, const char* op, const cha
                                             device().str());
 }
 
+void Collectives::check_pair(const char* op, const torch::Tensor& in, const torch::Tensor& out,
+                             bool gathers) const {
+  check_tensor(in, op, "input");
+  check_tensor(out, op, "output");
+  std::string where = std::string(op) + " on group '" + group_ + "': ";
+  QUARTET_CHECK(in.scalar_type() == out.scalar_type(),
+                where + "input is " + c10::toString(in.scalar_type()) + ", output is " +
+                    c10::toString(out.scalar_type()));
+  // The flat side holds one block per rank.
+  const auto& flat = gathers ? out : in;
+  const auto& block = gathers ? in : out;
+  QUARTET_CHECK(flat.numel() == block.numel() * size_,
+                where + (gathers ? "output" : "input") + " has " + std::to_string(flat.numel()) +
+                    " elements, expected group size " + std::to_string(size_) + " x " +
+                    (gathers ? "input " : "output ") + std::to_string(block.numel()));
+}
+
+void Collectives::check_reduction(const char* op, const torch::Tensor& t, ReduceOp red) const {
+  QUARTET_CHECK(red != ReduceOp::avg || t.is_floating_point(),
+                std::string(op) + " avg on group '" + group_ +
+                    "' needs a floating-point tensor, not " + c10::toString(t.scalar_type()));
+}
+
 void Collectives::all_gather(const torch::Tensor& in, const torch::Tensor& out) {
-  check_tensor(in, "all_gather", "input");
-  check_tensor(out, "all_gather", "output");
-  QUARTET_CHECK(in.scalar_type() == out.scalar_type(), "all_gather on group '" + group_ +
-                "': input is " + c10::toString(in.scalar_type()) + ", output is " +
-                c10::toString(out.scalar_type()));
-  QUARTET_CHECK(out.numel() == in.numel() * size_,
-                "all_gather on group '" + group_ + "': output has " + std::to_string(out.numel()) +
-                " elements, expected group size " + std::to_string(size_) + " x input " +
-                std::to_string(in.numel()));
+  check_pair("all_gather", in, out, /*gathers=*/true);
   ++sequence_;
   do_all_gather(in, out, describe("all_gather", &in));
 }
 
 void Collectives::reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op) {
-  check_tensor(in, "reduce_scatter", "input");
-  check_tensor(out, "reduce_scatter", "output");
-  QUARTET_CHECK(in.scalar_type() == out.scalar_type(), "reduce_scatter on group '" + group_ +
-                "': input is " + c10::toString(in.scalar_type()) + ", output is " +
-                c10::toString(out.scalar_type()));
-  QUARTET_CHECK(in.numel() == out.numel() * size_,
-                "reduce_scatter on group '" + group_ + "': input has " +
-                std::to_string(in.numel()) + " elements, expected group size " +
-                std::to_string(size_) + " x output " + std::to_string(out.numel()));
-  QUARTET_CHECK(op != ReduceOp::avg || in.is_floating_point(),
-                "reduce_scatter avg on group '" + group_ + "' needs a floating-point tensor, not " +
-                c10::toString(in.scalar_type()));
+  check_pair("reduce_scatter", in, out, /*gathers=*/false);
+  check_reduction("reduce_scatter", in, op);
   ++sequence_;
   do_reduce_scatter(in, out, op, describe("reduce_scatter", &in, reduce_op_name(op)));
 }
 
 void Collectives::all_reduce(const torch::Tensor& t, ReduceOp op) {
   check_tensor(t, "all_reduce", "tensor");
-  QUARTET_CHECK(op != ReduceOp::avg || t.is_floating_point(),
-                "all_reduce avg on group '" + group_ + "' needs a floating-point tensor, not " +
-                c10::toString(t.scalar_type()));
+  check_reduction("all_reduce", t, op);
   ++sequence_;
   do_all_reduce(t, op, describe("all_reduce", &t, reduce_op_name(op)));
 }

@@ -1,6 +1,6 @@
 #include "quartet/dist/device.hpp"
 
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
 
 #include <cstdlib>
 #include <thread>
@@ -48,7 +48,7 @@ torch::Device select_device(const std::string& want, int local_rank) {
 void configure_cpu_threads(int local_size) {
   if (std::getenv("OMP_NUM_THREADS")) return;
   int cores = static_cast<int>(std::thread::hardware_concurrency());
-  torch::set_num_threads(std::max(1, cores / std::max(1, local_size)));
+  at::set_num_threads(std::max(1, cores / std::max(1, local_size)));
 }
 
 }  // namespace quartet

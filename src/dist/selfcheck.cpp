@@ -1,6 +1,6 @@
 #include "quartet/dist/selfcheck.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,21 +49,16 @@ class GroupCheck {
     for (int r = 0; r < p; ++r) sum += input_of(r, n, torch::kDouble);
 
     auto t = on_dev(input_of(me, n, dtype));
-    time("all_reduce sum", dtype, n, [&] {
-      c_.all_reduce(t, ReduceOp::sum);
-      return t.cpu().to(torch::kDouble).equal(sum);
-    });
+    time("all_reduce sum", dtype, n, [&] { c_.all_reduce(t, ReduceOp::sum); },
+         [&] { return t.cpu().to(torch::kDouble).equal(sum); });
     if (torch::isFloatingType(dtype)) {
       auto a = on_dev(input_of(me, n, dtype));
-      time("all_reduce avg", dtype, n, [&] {
-        c_.all_reduce(a, ReduceOp::avg);
-        return torch::allclose(a.cpu().to(torch::kDouble), sum / p, 1.0 / 128, 0);
-      });
+      time("all_reduce avg", dtype, n, [&] { c_.all_reduce(a, ReduceOp::avg); },
+           [&] { return torch::allclose(a.cpu().to(torch::kDouble), sum / p, 1.0 / 128, 0); });
     }
     auto gathered = torch::empty({n * p}, cpu.device(device_));
     auto in = on_dev(input_of(me, n, dtype));
-    time("all_gather", dtype, n, [&] {
-      c_.all_gather(in, gathered);
+    time("all_gather", dtype, n, [&] { c_.all_gather(in, gathered); }, [&] {
       bool ok = true;
       auto g = gathered.cpu();
       for (int r = 0; r < p; ++r) ok &= g.slice(0, r * n, (r + 1) * n).equal(input_of(r, n, dtype));
@@ -73,22 +68,21 @@ class GroupCheck {
     for (int r = 0; r < p; ++r) full += input_of(r, n * p, torch::kDouble);
     auto big = on_dev(input_of(me, n * p, dtype));
     auto mine = torch::empty({n}, cpu.device(device_));
-    time("reduce_scatter sum", dtype, n, [&] {
-      c_.reduce_scatter(big, mine, ReduceOp::sum);
-      return mine.cpu().to(torch::kDouble).equal(full.slice(0, me * n, (me + 1) * n));
-    });
+    time("reduce_scatter sum", dtype, n, [&] { c_.reduce_scatter(big, mine, ReduceOp::sum); },
+         [&] { return mine.cpu().to(torch::kDouble).equal(full.slice(0, me * n, (me + 1) * n)); });
     auto b = on_dev(input_of(me, n, dtype));
-    time("broadcast", dtype, n, [&] {
-      c_.broadcast(b, p - 1);
-      return b.cpu().equal(input_of(p - 1, n, dtype));
-    });
+    time("broadcast", dtype, n, [&] { c_.broadcast(b, p - 1); },
+         [&] { return b.cpu().equal(input_of(p - 1, n, dtype)); });
   }
 
-  template <class F>
-  void time(const char* op, torch::ScalarType dtype, int64_t n, F&& body) {
+  // Times the collective alone (synchronized, so queued GPU work counts), then verifies it.
+  template <class Run, class Verify>
+  void time(const char* op, torch::ScalarType dtype, int64_t n, Run&& run, Verify&& verify) {
     auto t0 = Clock::now();
-    bool ok = body();  // the check reads the result back, so the time includes the device work
+    run();
+    c_.synchronize();
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    bool ok = verify();
     rows_.push_back({op, c10::toString(dtype), n, ok, ms});
     if (!ok)
       eprintf_rank("selfcheck: %s %s[%lld] on group '%s' differs from the serial reference\n", op,

@@ -53,6 +53,11 @@ World::World(int* argc, char*** argv) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     owns_mpi_ = true;
+    thread_multiple_ = provided == MPI_THREAD_MULTIPLE;
+  } else {
+    int provided = 0;
+    MPI_CHECK(MPI_Query_thread(&provided));
+    thread_multiple_ = provided == MPI_THREAD_MULTIPLE;
   }
   // Errors come back as codes so MPI_CHECK can name the call, the rank and the line.
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -67,6 +72,9 @@ World::World(int* argc, char*** argv) {
   local_rank_ = local_rank_of(host_hashes_, rank_);
   local_size_ = local_size_of(host_hashes_, rank_);
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &exchange_comm_));
+  if (!thread_multiple_ && rank_ == 0)
+    eprintf_rank("warning: this MPI library does not provide MPI_THREAD_MULTIPLE; the watchdog "
+                 "may fail to abort a stalled job from its own thread\n");
 }
 
 World::~World() {

@@ -3,7 +3,7 @@
 // The same cases run on every backend this machine has: MPI always, NCCL when each rank has a
 // GPU of its own (the GPU machine with 2 GPUs and np 2).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"

@@ -1,7 +1,7 @@
 // Model groups from a placement: one sub-communicator and backend per group, collectives that
 // stay inside their group, and the start-up that refuses bad decks on every rank alike.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 #include <fstream>

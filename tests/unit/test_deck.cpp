@@ -2,6 +2,7 @@
 // ranges, overrides. Each error must name the file, the line (or the --set argument) and the key.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "quartet/core/config.hpp"
@@ -154,6 +155,14 @@ TEST(DeckErrors, MissingFile) {
 TEST(Deck, ShippedDecksParse) {
   const char* src = std::getenv("QUARTET_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "ctest sets QUARTET_SOURCE_DIR";
+  int decks = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(src) + "/inputs")) {
+    if (entry.path().extension() != ".deck") continue;
+    ++decks;
+    EXPECT_NO_THROW(load_config(Deck::from_file(entry.path().string(), {}, deck_schema())))
+        << entry.path();
+  }
+  EXPECT_GE(decks, 2);
   Config c = load_config(Deck::from_file(std::string(src) + "/inputs/selfcheck.deck", {}, deck_schema()));
   EXPECT_EQ(c.placement.actor + c.placement.critic + c.placement.reference + c.placement.reward, 6);
 }

@@ -56,6 +56,10 @@ class Collectives {
 
  private:
   void check_tensor(const torch::Tensor& t, const char* op, const char* arg) const;
+  // all_gather (gathers) and reduce_scatter: same dtype, and one block per rank on the flat side.
+  void check_pair(const char* op, const torch::Tensor& in, const torch::Tensor& out,
+                  bool gathers) const;
+  void check_reduction(const char* op, const torch::Tensor& t, ReduceOp red) const;
   std::string group_;
   std::vector<int> world_ranks_;
   int rank_, size_;

@@ -48,6 +48,7 @@ class World {
   std::vector<std::uint64_t> host_hashes_;
   MPI_Comm exchange_comm_ = MPI_COMM_NULL;
   bool owns_mpi_ = false;
+  bool thread_multiple_ = false;
 };
 
 // Identifies a host the way nccl-tests does: the hostname and the kernel's boot id, so that two
