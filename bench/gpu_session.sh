@@ -28,8 +28,11 @@ MPI="mpirun --oversubscribe --bind-to none"
   $MPI -np 4 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.mode=colocated \
     --set placement.actor=4 --set placement.critic=0 --set placement.reference=0 --set placement.reward=0
   echo "exit $?"
+  echo "== watchdog: the last rank never joins an NCCL all-reduce (must abort with a report)"
+  timeout 120 $MPI -np 2 build-gpu/tests/mpi/watchdog_probe nccl
+  echo "exit $?"
 } > "$OUT/selfcheck.log" 2>&1
-grep -E "^==|selfcheck|exit|error|nccl" "$OUT/selfcheck.log" | head -30
+grep -E "^==|selfcheck|exit|error|nccl|watchdog" "$OUT/selfcheck.log" | head -40
 $MPI -np 2 build-gpu/bench/collectives_bench --max-mib 1024 --iters 20 --dtype bf16 > "$OUT/bench.log" 2>&1
 $MPI -np 2 build-gpu/bench/collectives_bench --max-mib 1024 --iters 20 --dtype fp32 >> "$OUT/bench.log" 2>&1
 cat "$OUT/bench.log"
