@@ -125,7 +125,12 @@ class NcclCollectives final : public Collectives {
     at::cuda::CUDAEvent ready;
     ready.record(compute);
     ready.block(stream_);
-    enqueue(stream_.stream());
+    {
+      // Enqueueing can itself block: NCCL connects peers lazily on first use, which waits for
+      // the other ranks. A rank that never joins must be caught here too.
+      auto w = watchdog() ? watchdog()->watch(what + " (enqueue)") : Watchdog::Watch();
+      enqueue(stream_.stream());
+    }
     // The caching allocator must not hand these blocks out again until the collective is done.
     for (const auto& t : tensors)
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
