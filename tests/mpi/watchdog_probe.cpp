@@ -6,6 +6,7 @@
 // The watchdog must report the stalled operation and abort the job (non-zero exit, no hang).
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "quartet/core/log.hpp"
@@ -30,9 +31,15 @@ int main(int argc, char** argv) {
     std::vector<int> ranks;
     for (int r = 0; r < world.size(); ++r) ranks.push_back(r);
     auto coll = make_nccl_collectives("world", ranks, world.comm(), &dog);
+    auto t = torch::ones({1024}, torch::TensorOptions().device(device));
+    // Once together, so NCCL has connected its peers and the next enqueue cannot block:
+    // the stall is then in the kernel on the GPU, seen only through its completion event.
+    coll->all_reduce(t, ReduceOp::sum);
+    coll->synchronize();
     if (world.rank() != world.size() - 1) {
-      auto t = torch::ones({1024}, torch::TensorOptions().device(device));
       coll->all_reduce(t, ReduceOp::sum);  // returns at once: the host does not wait
+      std::printf("rank %d: all_reduce #2 queued, host goes on\n", world.rank());
+      std::fflush(stdout);
       coll->synchronize();
     }
   } else {
