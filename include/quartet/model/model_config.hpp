@@ -1,0 +1,49 @@
+#pragma once
+// The shape of a transformer, read from a Hugging Face config.json. Two families cover the
+// models quartet trains: Llama-shaped (Llama, Mistral, Qwen2: RMSNorm, rotary, SwiGLU, grouped-
+// query attention) and GPT-shaped (GPT-2, GPT-J, GPT-NeoX: LayerNorm, learned or rotary
+// positions, GELU, parallel attention + MLP for GPT-J/NeoX). Anything else is refused by name.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace quartet {
+
+enum class Family { llama, gpt2, gptj, gpt_neox };
+
+struct RopeScaling {
+  std::string type = "none";          // none | linear | dynamic | llama3 (rope_scaling.rope_type)
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
+  int64_t original_max_positions = 0;                       // llama3, dynamic
+};
+
+struct ModelConfig {
+  std::string model_type;     // config.json "model_type": llama | mistral | qwen2 | gpt2 | gptj | gpt_neox
+  Family family = Family::llama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;   // = num_heads unless grouped-query attention
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_positions = 0;
+  double norm_eps = 1e-5;
+  // Rotary embeddings (llama, gptj, gpt_neox): dims rotated per head, base, scaling.
+  int64_t rotary_dim = 0;     // 0 = learned absolute positions (gpt2)
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;   // q/k/v biases (qwen2; gpt2/neox have biases everywhere)
+  bool parallel_residual = false;  // gptj always, gpt_neox by use_parallel_residual
+  std::string activation = "silu";  // hidden_act / activation_function
+  std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+
+  // Throws quartet::Error naming the file and the key for a missing key, an unsupported
+  // model_type or architecture, or values that do not fit together (hidden % heads, ...).
+  static ModelConfig from_json_file(const std::string& config_json_path);
+  static ModelConfig from_json_text(const std::string& text, const std::string& name);
+};
+
+}  // namespace quartet

@@ -1,0 +1,66 @@
+#pragma once
+// Decoder-only transformers in LibTorch with the three heads RLHF needs, under Hugging Face's
+// weight names so HF checkpoints load and export unchanged:
+//   causal_lm        - logits [B, T, V]   (actor, reference)     ~ *ForCausalLM
+//   token_value      - values [B, T]      (critic)               ~ *ForTokenClassification, num_labels=1
+//   sequence_reward  - scores [B], at the last non-pad token (reward) ~ *ForSequenceClassification, num_labels=1
+// Batches are left-padded: attention_mask [B, S] is 1 for tokens and 0 for padding, where S
+// covers the cached tokens plus the new ones; position ids count real tokens only, so a padded
+// batch gives the same results as its sequences one by one.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/model/model_config.hpp"
+#include "quartet/model/safetensors.hpp"
+
+namespace quartet {
+
+enum class Head { causal_lm, token_value, sequence_reward };
+const char* head_name(Head head);
+
+// Keys and values of every layer for incremental decoding, preallocated for max_len tokens.
+struct KVCache {
+  std::vector<torch::Tensor> k, v;  // per layer [B, kv_heads, max_len, head_dim]
+  int64_t length = 0;               // tokens already cached
+  int64_t max_len = 0;
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  TransformerImpl(const ModelConfig& config, Head head);
+
+  // input_ids [B, T] (int64); attention_mask [B, S] with S = cache length + T (or T without a
+  // cache). With a cache, the new keys and values are appended and cache->length advances.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                        KVCache* cache = nullptr);
+  KVCache make_cache(int64_t batch, int64_t max_len) const;
+  // Recompute each block's activations in backward instead of keeping them (saves memory).
+  void set_activation_checkpointing(bool on);
+
+  const ModelConfig& config() const { return config_; }
+  Head head() const { return head_; }
+  // Every parameter under its Hugging Face name (tied embeddings appear once, as HF saves them).
+  NamedTensors hf_state() const;
+  // Copies every weight from the checkpoint; a missing tensor or a shape mismatch is a
+  // quartet::Error naming the tensor and the checkpoint directory.
+  void load_hf(const SafetensorsCheckpoint& checkpoint);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  ModelConfig config_;
+  Head head_;
+};
+TORCH_MODULE(Transformer);
+
+// A model directory (config.json + safetensors) loaded with the given head, dtype and device.
+Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype,
+                       torch::Device device);
+// config.json (with the head's architecture name) and safetensors, as HF would save them.
+void save_model(const Transformer& model, const std::string& dir);
+
+}  // namespace quartet
