@@ -1,6 +1,6 @@
-// quartet: the command dispatcher. It parses the command line, starts the runtime (deck,
-// placement, devices, model groups) and hands it to the command. An error that escapes a
-// command on one rank aborts the whole job, so no rank is left waiting in a collective.
+// quartet: the command dispatcher. It parses the command line; a job command gets the runtime
+// (deck, placement, devices, model groups), a tool gets the command line alone. An error that
+// escapes a job command on one rank aborts the whole job, so no rank is left waiting.
 #include <cstdio>
 #include <exception>
 
@@ -8,18 +8,30 @@
 #include "quartet/core/log.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "quartet/dist/selfcheck.hpp"
+#include "quartet/model/generate_command.hpp"
+#include "quartet/model/tokenize_command.hpp"
 
 namespace {
 
 struct Command {
   quartet::CommandSpec spec;
-  int (*run)(quartet::Runtime&);
+  int (*job)(quartet::Runtime&, const quartet::CommandLine&) = nullptr;  // runs under MPI
+  int (*tool)(const quartet::CommandLine&) = nullptr;                   // runs alone
 };
 
 const Command kCommands[] = {
     {{"selfcheck", "check every collective of every model group against a serial reference, "
                    "and the exchanges between groups"},
-     quartet::run_selfcheck},
+     [](quartet::Runtime& rt, const quartet::CommandLine&) { return quartet::run_selfcheck(rt); }},
+    {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
+      "DECK",
+      {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
+     quartet::run_generate},
+    {{"tokenize", "encode standard input with a model's tokenizer (one line of ids per line)",
+      "MODEL_DIR",
+      {{"decode", nullptr, "read token ids, print text"},
+       {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
+     nullptr, quartet::run_tokenize},
 };
 
 }  // namespace
@@ -48,11 +60,20 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (command->tool) {
+    try {
+      return command->tool(cl);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "quartet %s: error: %s\n", cl.command.c_str(), e.what());
+      return 1;
+    }
+  }
+
   quartet::World world(&argc, &argv);
   int status = 2;
   try {
-    auto runtime = quartet::start_runtime(world, cl.deck, cl.overrides);
-    if (runtime) status = command->run(*runtime);
+    auto runtime = quartet::start_runtime(world, cl.operand, cl.overrides);
+    if (runtime) status = command->job(*runtime, cl);
   } catch (const std::exception& e) {
     quartet::eprintf_rank("quartet %s: fatal: %s\n", cl.command.c_str(), e.what());
     world.abort(1);

@@ -9,12 +9,18 @@ namespace po = boost::program_options;
 
 namespace quartet {
 namespace {
-po::options_description command_options() {
+po::options_description command_options(const CommandSpec& spec) {
   po::options_description o("Options");
-  o.add_options()
-    ("set", po::value<std::vector<std::string>>()->composing(),
-     "override a deck key: --set section.key=value (repeatable)")
-    ("help,h", "this help");
+  if (spec.is_deck())
+    o.add_options()("set", po::value<std::vector<std::string>>()->composing(),
+                    "override a deck key: --set section.key=value (repeatable)");
+  for (const auto& opt : spec.options) {
+    if (opt.value_name)
+      o.add_options()(opt.name, po::value<std::string>()->value_name(opt.value_name), opt.help);
+    else
+      o.add_options()(opt.name, opt.help);
+  }
+  o.add_options()("help,h", "this help");
   return o;
 }
 }  // namespace
@@ -32,15 +38,16 @@ CommandLine parse_command_line(int argc, const char* const* argv,
     cl.version = true;
     return cl;
   }
-  bool known = false;
-  for (const auto& c : commands) known |= first == c.name;
-  if (!known) throw UsageError("unknown command '" + first + "' (try quartet --help)");
+  const CommandSpec* spec = nullptr;
+  for (const auto& c : commands)
+    if (first == c.name) spec = &c;
+  if (!spec) throw UsageError("unknown command '" + first + "' (try quartet --help)");
   cl.command = first;
 
-  po::options_description all = command_options();
-  all.add_options()("deck", po::value<std::string>(), "input deck");
+  po::options_description all = command_options(*spec);
+  all.add_options()("operand", po::value<std::string>(), "");
   po::positional_options_description positional;
-  positional.add("deck", 1);
+  positional.add("operand", 1);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1)
@@ -53,10 +60,14 @@ CommandLine parse_command_line(int argc, const char* const* argv,
     throw UsageError(std::string("quartet ") + first + ": " + e.what());
   }
   cl.help = vm.count("help") > 0;
-  if (vm.count("deck")) cl.deck = vm["deck"].as<std::string>();
+  if (vm.count("operand")) cl.operand = vm["operand"].as<std::string>();
   if (vm.count("set")) cl.overrides = vm["set"].as<std::vector<std::string>>();
-  if (!cl.help && cl.deck.empty())
-    throw UsageError("quartet " + first + ": no deck given (quartet " + first + " DECK)");
+  for (const auto& opt : spec->options)
+    if (vm.count(opt.name))
+      cl.options[opt.name] = opt.value_name ? vm[opt.name].as<std::string>() : std::string();
+  if (!cl.help && cl.operand.empty())
+    throw UsageError("quartet " + first + ": no " + spec->operand + " given (quartet " + first +
+                     " " + spec->operand + ")");
   return cl;
 }
 
@@ -64,7 +75,7 @@ std::string top_level_help(const std::vector<CommandSpec>& commands) {
   std::ostringstream s;
   s << "quartet " << QUARTET_VERSION << ": RLHF for large language models over MPI model groups\n\n"
     << "Usage: quartet <command> DECK [--set section.key=value ...]\n"
-    << "       quartet <command> --help     keys of the deck, with defaults and units\n\n"
+    << "       quartet <command> --help     its options; for deck commands every deck key\n\n"
     << "Commands:\n";
   for (const auto& c : commands) {
     std::string name = c.name;
@@ -77,10 +88,12 @@ std::string top_level_help(const std::vector<CommandSpec>& commands) {
 
 std::string command_help(const CommandSpec& command) {
   std::ostringstream s;
-  s << "Usage: quartet " << command.name << " DECK [--set section.key=value ...]\n\n"
+  s << "Usage: quartet " << command.name << " " << command.operand
+    << (command.is_deck() ? " [--set section.key=value ...]" : "") << " [options]\n\n"
     << command.summary << "\n\n"
-    << command_options() << "\n"
-    << "Deck keys ([section] key = default: meaning):\n";
+    << command_options(command) << "\n";
+  if (!command.is_deck()) return s.str();
+  s << "Deck keys ([section] key = default: meaning):\n";
   Deck defaults("defaults", "", {}, deck_schema());
   std::string section;
   for (const auto& opt : deck_schema().options()) {

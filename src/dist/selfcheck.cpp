@@ -10,6 +10,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/exchange.hpp"
+#include "quartet/dist/gather_text.hpp"
 #include "quartet/dist/placement.hpp"
 
 namespace quartet {
@@ -122,19 +123,6 @@ bool check_exchange(Runtime& rt, Role to, std::vector<Row>* rows) {
   return ok;
 }
 
-// Rank 0 prints what every group leader reports, in world-rank order.
-void print_gathered(const World& world, const std::string& mine) {
-  int n = static_cast<int>(mine.size());
-  std::vector<int> sizes(static_cast<size_t>(world.size())), offsets(sizes.size());
-  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, world.comm()));
-  int total = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) offsets[i] = total, total += sizes[i];
-  std::string all(static_cast<size_t>(total), '\0');
-  MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
-                        MPI_CHAR, 0, world.comm()));
-  printf0("%s", all.c_str());
-}
-
 // One line per group and operation: how many (dtype, size) cases matched the reference, and the
 // time and bus bandwidth of the largest fp32 case (busbw as nccl-tests defines it).
 std::string summarize(const Group& g, const std::vector<Row>& rows) {
@@ -197,7 +185,7 @@ int run_selfcheck(Runtime& rt) {
   }
   printf0("%-32s %-6s %-5s %-20s %7s %10s %10s\n", "group", "ranks", "via", "operation", "match",
           "ms (fp32)", "busbw GB/s");
-  print_gathered(rt.world, table);
+  for (const auto& text : gather_text(rt.world.comm(), table)) printf0("%s", text.c_str());
   bool all = rt.world.all_ok(ok);
   printf0("selfcheck %s on all %d ranks (%d iteration%s; each case against a serial reference)\n",
           all ? "passed" : "FAILED", rt.world.size(), iterations, iterations == 1 ? "" : "s");

@@ -6,7 +6,11 @@
 using namespace quartet;
 
 namespace {
-const std::vector<CommandSpec> kSpecs = {{"selfcheck", "check things"}, {"train", "train"}};
+const std::vector<CommandSpec> kSpecs = {
+    {"selfcheck", "check things"},
+    {"train", "train"},
+    {"tokenize", "tokenize stdin", "MODEL_DIR", {{"decode", nullptr, "ids to text"},
+                                                {"out", "FILE", "where to write"}}}};
 
 CommandLine parse(std::vector<const char*> args) {
   args.insert(args.begin(), "quartet");
@@ -26,9 +30,27 @@ std::string usage_error(std::vector<const char*> args) {
 TEST(Cli, CommandDeckAndOverrides) {
   auto cl = parse({"selfcheck", "in.deck", "--set", "placement.actor=2", "--set=run.seed=4"});
   EXPECT_EQ(cl.command, "selfcheck");
-  EXPECT_EQ(cl.deck, "in.deck");
+  EXPECT_EQ(cl.operand, "in.deck");
   EXPECT_EQ(cl.overrides, (std::vector<std::string>{"placement.actor=2", "run.seed=4"}));
   EXPECT_FALSE(cl.help);
+}
+
+TEST(Cli, ToolsTakeAPathAndTheirOwnOptions) {
+  auto cl = parse({"tokenize", "/models/m", "--decode", "--out", "x.txt"});
+  EXPECT_EQ(cl.operand, "/models/m");
+  EXPECT_TRUE(cl.has("decode"));
+  EXPECT_EQ(cl.options.at("out"), "x.txt");
+  EXPECT_FALSE(parse({"tokenize", "/models/m"}).has("decode"));
+  EXPECT_EQ(usage_error({"tokenize"}), "quartet tokenize: no MODEL_DIR given (quartet tokenize MODEL_DIR)");
+  // --set belongs to deck commands, --decode to tokenize.
+  EXPECT_NE(usage_error({"tokenize", "m", "--set", "a.b=1"}).find("unrecognised option '--set'"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"train", "d.deck", "--decode"}).find("unrecognised option '--decode'"),
+            std::string::npos);
+  std::string help = command_help(kSpecs[2]);
+  EXPECT_NE(help.find("Usage: quartet tokenize MODEL_DIR [options]"), std::string::npos) << help;
+  EXPECT_NE(help.find("--decode"), std::string::npos);
+  EXPECT_EQ(help.find("Deck keys"), std::string::npos);
 }
 
 TEST(Cli, HelpAtBothLevels) {
@@ -40,7 +62,7 @@ TEST(Cli, HelpAtBothLevels) {
   std::string top = top_level_help(kSpecs);
   EXPECT_NE(top.find("selfcheck   check things"), std::string::npos) << top;
   std::string sub = command_help(kSpecs[0]);
-  EXPECT_NE(sub.find("Usage: quartet selfcheck DECK"), std::string::npos);
+  EXPECT_NE(sub.find("Usage: quartet selfcheck DECK [--set section.key=value ...]"), std::string::npos);
   EXPECT_NE(sub.find("  [placement]\n    mode = disjoint"), std::string::npos) << sub;  // every key
   EXPECT_NE(sub.find("  [dist]\n"), std::string::npos) << sub;
   EXPECT_NE(sub.find("    watchdog_timeout = 600 "), std::string::npos) << sub;
@@ -50,7 +72,7 @@ TEST(Cli, HelpAtBothLevels) {
 TEST(Cli, UsageErrors) {
   EXPECT_EQ(usage_error({}), "no command given (try quartet --help)");
   EXPECT_EQ(usage_error({"trian", "x.deck"}), "unknown command 'trian' (try quartet --help)");
-  EXPECT_EQ(usage_error({"train"}), "quartet train: no deck given (quartet train DECK)");
+  EXPECT_EQ(usage_error({"train"}), "quartet train: no DECK given (quartet train DECK)");
   EXPECT_NE(usage_error({"train", "x.deck", "--sett", "a.b=1"}).find("unrecognised option '--sett'"),
             std::string::npos);
   EXPECT_NE(usage_error({"train", "a.deck", "b.deck"}).find("too many positional options"),

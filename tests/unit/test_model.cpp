@@ -1,1 +1,560 @@
-// placeholder: being written
+// Parity of the LibTorch transformers with Hugging Face transformers. The fixture
+// tests/parity/make_models.py writes tiny random HF models (every family, every head) to
+// $QUARTET_PARITY_DIR/models/<name>_<head>/ with reference.safetensors beside the weights: a
+// left-padded batch and HF's outputs for it (see the script's docstring for every tensor).
+// Every check here compares against those numbers at 1e-4 relative error (max |a - b| / max |b|)
+// in fp32, or token for token, or bit for bit.
+#include <dirent.h>
+#include <ftw.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "quartet/core/check.hpp"
+#include "quartet/model/generation.hpp"
+#include "quartet/model/model_config.hpp"
+#include "quartet/model/safetensors.hpp"
+#include "quartet/model/transformer.hpp"
+
+using quartet::Head;
+
+namespace {
+
+constexpr double kRelTol = 1e-4;          // the issue: "<= 1e-4 relative error in fp32"
+constexpr int64_t kNewTokens = 8;          // gen_tokens per sequence (make_models.py N_NEW)
+constexpr int64_t kCacheSteps = 3;         // incremental steps after the prompt
+constexpr size_t kExpectedModels = 19;     // make_models.py plan(): 10 LM + 4 value + 5 reward
+constexpr size_t kExpectedV4Configs = 14;  // dirs whose config has a transformers-4 layout too
+
+// Every (name, head) the script must have written; a missing one fails ReferenceSet.Complete.
+const std::vector<std::string> kRequired = {
+    "llama_causal_lm", "llama_tied_causal_lm", "llama_rope_llama3_causal_lm",
+    "llama_rope_linear_causal_lm", "mistral_causal_lm", "qwen2_causal_lm", "gpt2_causal_lm",
+    "gptj_causal_lm", "gpt_neox_causal_lm", "gpt_neox_seq_causal_lm",
+    "llama_token_value", "qwen2_token_value", "gpt2_token_value", "gpt_neox_token_value",
+    "llama_sequence_reward", "qwen2_sequence_reward", "gpt2_sequence_reward",
+    "gpt_neox_sequence_reward", "gptj_sequence_reward"};
+
+std::string models_dir() {
+  const char* p = std::getenv("QUARTET_PARITY_DIR");
+  return p ? std::string(p) + "/models" : std::string();
+}
+
+// POSIX, not std::filesystem: libtorch.so exports its own copies of std::filesystem's free
+// functions, and its remove_all crashes when bound in place of libstdc++'s.
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+void remove_tree(const std::string& dir) {
+  ::nftw(
+      dir.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
+void copy_file(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + from);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + to);
+}
+
+// Sorted names of the reference directories (those holding reference.safetensors).
+std::vector<std::string> reference_names() {
+  std::vector<std::string> out;
+  const std::string root = models_dir();
+  if (root.empty()) return out;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != ".." && exists(root + "/" + n + "/reference.safetensors"))
+        out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> causal_names() {
+  std::vector<std::string> out;
+  const std::string suffix = "_causal_lm";  // make_models.py names directories <name>_<head>
+  for (const auto& n : reference_names())
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.push_back(n);
+  return out;
+}
+
+Head head_from(const std::string& s) {
+  if (s == "causal_lm") return Head::causal_lm;
+  if (s == "token_value") return Head::token_value;
+  if (s == "sequence_reward") return Head::sequence_reward;
+  throw std::runtime_error("reference.safetensors names an unknown head '" + s + "'");
+}
+
+const char* output_key(Head h) {
+  switch (h) {
+    case Head::causal_lm: return "logits";
+    case Head::token_value: return "values";
+    case Head::sequence_reward: return "scores";
+  }
+  return "?";
+}
+
+std::string shape_str(const torch::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// max |a - b| / max |b| <= tol, shapes equal, nothing NaN.
+::testing::AssertionResult close(const torch::Tensor& actual, const torch::Tensor& expected,
+                                 double tol = kRelTol) {
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure()
+           << "shape " << shape_str(actual) << " != expected " << shape_str(expected);
+  auto a = actual.detach().to(torch::kCPU, torch::kDouble);
+  auto b = expected.detach().to(torch::kCPU, torch::kDouble);
+  if (b.numel() == 0) return ::testing::AssertionFailure() << "empty tensors compared";
+  const double err = (a - b).abs().max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  if (err <= tol * scale)  // NaN fails here too
+    return ::testing::AssertionSuccess() << "max|a-b| " << err << " max|b| " << scale;
+  const int64_t at = (a - b).abs().flatten().argmax().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << "max|a-b| = " << err << ", max|b| = " << scale << ", relative " << err / scale
+         << " > " << tol << " (worst at flat index " << at << ": "
+         << a.flatten()[at].item<double>() << " vs " << b.flatten()[at].item<double>() << ")";
+}
+
+// Rows of out [B, T, ...] where mask [B, T] is 1.
+torch::Tensor real_positions(const torch::Tensor& out, const torch::Tensor& mask) {
+  return out.index({mask.to(torch::kBool)});
+}
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& tag) {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/quartet_test_model_" + tag + "_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path = buf.data();
+  }
+  ~TempDir() { remove_tree(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string str() const { return path; }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// One reference directory: the model's HF dir and its reference tensors.
+struct Reference {
+  std::string name, dir;
+  Head head = Head::causal_lm;
+  std::map<std::string, std::string> meta;
+  std::unique_ptr<quartet::SafetensorsFile> file;
+
+  explicit Reference(const std::string& n) : name(n), dir(models_dir() + "/" + n) {
+    file = std::make_unique<quartet::SafetensorsFile>(dir + "/reference.safetensors");
+    meta = file->metadata();
+    head = head_from(meta.at("head"));
+  }
+  torch::Tensor get(const std::string& k) const { return file->get(k); }
+  bool has(const std::string& k) const { return file->has(k); }
+  quartet::Transformer load(const std::string& from = "") const {
+    auto m = quartet::load_model(from.empty() ? dir : from, head, torch::kFloat,
+                                 torch::Device(torch::kCPU));
+    m->eval();
+    return m;
+  }
+};
+
+torch::Tensor forward(quartet::Transformer& m, const torch::Tensor& ids, const torch::Tensor& mask) {
+  torch::NoGradGuard no_grad;
+  return m->forward(ids, mask);
+}
+
+// Runs fn, which must throw quartet::Error whose message names every one of `needles`.
+::testing::AssertionResult throws_naming(const std::function<void()>& fn,
+                                         const std::vector<std::string>& needles) {
+  try {
+    fn();
+  } catch (const quartet::Error& e) {
+    const std::string what = e.what();
+    for (const auto& n : needles)
+      if (what.find(n) == std::string::npos)
+        return ::testing::AssertionFailure() << "the error does not name '" << n << "': " << what;
+    return ::testing::AssertionSuccess() << what;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw something other than quartet::Error: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+// ------------------------------------------------------------------------------------------
+// The reference set itself: a broken or partial fixture fails here, loudly.
+// ------------------------------------------------------------------------------------------
+
+TEST(ReferenceSet, Complete) {
+  ASSERT_FALSE(models_dir().empty()) << "QUARTET_PARITY_DIR is not set (ctest sets it)";
+  const auto names = reference_names();
+  ASSERT_GE(names.size(), kExpectedModels)
+      << "make_models.py wrote " << names.size() << " reference dirs under " << models_dir();
+  EXPECT_GE(causal_names().size(), 10u);
+  for (const auto& r : kRequired)
+    EXPECT_TRUE(std::find(names.begin(), names.end(), r) != names.end()) << "missing " << r;
+  size_t v4 = 0;
+  for (const auto& n : names) v4 += exists(models_dir() + "/" + n + "/config_v4.json");
+  EXPECT_GE(v4, kExpectedV4Configs);
+}
+
+// ------------------------------------------------------------------------------------------
+// Per model: one parameterised suite, each test named after the reference directory.
+// ------------------------------------------------------------------------------------------
+
+class Parity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ref_ = std::make_unique<Reference>(GetParam()); }
+  std::unique_ptr<Reference> ref_;
+};
+
+TEST_P(Parity, ForwardMatchesHF) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const auto expected = ref_->get(output_key(ref_->head));
+  const auto out = forward(model, ids, mask);
+  ASSERT_EQ(out.scalar_type(), torch::kFloat);
+  ASSERT_EQ(out.sizes(), expected.sizes()) << shape_str(out) << " vs " << shape_str(expected);
+  if (ref_->head == Head::sequence_reward) {
+    EXPECT_TRUE(close(out, expected)) << "scores " << out << " vs HF " << expected;
+    for (int64_t b = 0; b < out.size(0); ++b) {
+      SCOPED_TRACE("sequence " + std::to_string(b));
+      EXPECT_LE(std::abs(out[b].item<double>() - expected[b].item<double>()),
+                kRelTol * expected.abs().max().item<double>());
+    }
+  } else {
+    EXPECT_TRUE(close(real_positions(out, mask), real_positions(expected, mask)));
+  }
+}
+
+TEST_P(Parity, LeftPaddingMatchesEachSequenceAlone) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const std::string key = output_key(ref_->head);
+  const auto out = forward(model, ids, mask);
+  const int64_t B = ids.size(0), T = ids.size(1);
+  for (int64_t b = 0; b < B; ++b) {
+    SCOPED_TRACE("sequence " + std::to_string(b));
+    const auto alone_hf = ref_->get(key + "_seq" + std::to_string(b));
+    const int64_t n = mask[b].sum().item<int64_t>();
+    // The left-padded batch, row b, at its real positions, against HF on the sequence alone.
+    const auto seq = ids.slice(0, b, b + 1).slice(1, T - n, T);
+    const auto alone = forward(model, seq, torch::ones_like(seq));
+    if (ref_->head == Head::sequence_reward) {
+      EXPECT_TRUE(close(out.slice(0, b, b + 1), alone_hf));
+      EXPECT_TRUE(close(alone.reshape({-1}), alone_hf));
+    } else {
+      ASSERT_EQ(alone_hf.size(0), n);
+      EXPECT_TRUE(close(out[b].slice(0, T - n, T), alone_hf));
+      EXPECT_TRUE(close(alone[0], alone_hf));
+    }
+  }
+}
+
+// Generation and incremental decoding: the causal LM directories only.
+class CausalParity : public Parity {
+ protected:
+  void SetUp() override {
+    Parity::SetUp();
+    ASSERT_EQ(ref_->head, Head::causal_lm) << GetParam() << " is not a causal LM reference";
+  }
+};
+
+TEST_P(CausalParity, GreedyGenerationMatchesHF) {
+  auto model = ref_->load();
+  const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
+  const auto expected = ref_->get("gen_tokens");
+  ASSERT_EQ(expected.size(1), kNewTokens);
+  quartet::SamplingParams p;
+  p.temperature = 0.0;
+  p.max_new_tokens = kNewTokens;
+  p.pad_id = model->config().pad_token_id.value_or(0);
+  p.stop_ids.clear();  // HF ran all 8 steps with no stop token
+  quartet::Generation g;
+  {
+    torch::NoGradGuard no_grad;
+    g = quartet::generate(model, prompt, prompt_mask, p);
+  }
+  const int64_t T = prompt.size(1);
+  ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{prompt.size(0), T + kNewTokens}));
+  EXPECT_TRUE(torch::equal(g.tokens.slice(1, 0, T).to(torch::kLong), prompt))
+      << "the prompt part of the generation changed";
+  const auto got = g.tokens.slice(1, T, T + kNewTokens).to(torch::kLong);
+  EXPECT_TRUE(torch::equal(got, expected))
+      << "C++ greedy:\n" << got << "\nHF generate:\n" << expected
+      << "\n(smallest HF top-1/top-2 logit margin " << ref_->get("gen_margin").item<double>() << ")";
+  EXPECT_TRUE(torch::equal(g.new_lengths.to(torch::kLong),
+                           torch::full({prompt.size(0)}, kNewTokens, torch::kLong)))
+      << g.new_lengths;
+  EXPECT_TRUE(torch::equal(g.attention_mask.to(torch::kLong),
+                           torch::cat({prompt_mask, torch::ones_like(expected)}, 1)))
+      << g.attention_mask;
+}
+
+TEST_P(CausalParity, KVCacheStepsMatchFullForward) {
+  auto model = ref_->load();
+  const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
+  const auto tokens = ref_->get("gen_tokens");
+  const auto hf_full = ref_->get("gen_logits");  // HF on prompt + all 8 generated tokens
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  const auto seq = torch::cat({prompt, tokens.slice(1, 0, kCacheSteps)}, 1);
+  const auto seq_mask = torch::cat({prompt_mask, torch::ones({B, kCacheSteps}, torch::kLong)}, 1);
+
+  torch::NoGradGuard no_grad;
+  auto cache = model->make_cache(B, T + kNewTokens);
+  std::vector<torch::Tensor> parts{model->forward(prompt, prompt_mask, &cache)};
+  EXPECT_EQ(cache.length, T);
+  for (int64_t i = 0; i < kCacheSteps; ++i) {
+    const auto tok = tokens.slice(1, i, i + 1);
+    parts.push_back(model->forward(tok, seq_mask.slice(1, 0, T + i + 1), &cache));
+    EXPECT_EQ(cache.length, T + i + 1);
+    ASSERT_EQ(parts.back().sizes(), (std::vector<int64_t>{B, 1, hf_full.size(2)}));
+  }
+  const auto incremental = torch::cat(parts, 1);
+  const auto full = model->forward(seq, seq_mask);
+  {
+    SCOPED_TRACE("prompt + 3 cached steps vs one full C++ forward");
+    EXPECT_TRUE(close(real_positions(incremental, seq_mask), real_positions(full, seq_mask)));
+  }
+  {
+    SCOPED_TRACE("prompt + 3 cached steps vs HF forward over the same tokens");
+    const auto hf = hf_full.slice(1, 0, T + kCacheSteps);
+    EXPECT_TRUE(close(real_positions(incremental, seq_mask), real_positions(hf, seq_mask)));
+  }
+  {
+    SCOPED_TRACE("the cached steps alone vs HF");
+    EXPECT_TRUE(close(incremental.slice(1, T, T + kCacheSteps),
+                      hf_full.slice(1, T, T + kCacheSteps)));
+  }
+}
+
+TEST_P(Parity, SaveModelRoundTripIsBitExact) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const auto before = forward(model, ids, mask);
+  TempDir tmp(ref_->name);
+  quartet::save_model(model, tmp.str());
+  ASSERT_TRUE(exists(tmp / "config.json"));
+  auto again = ref_->load(tmp.str());
+  const auto after = forward(again, ids, mask);
+  EXPECT_TRUE(torch::equal(before, after)) << "logits changed across save_model + load_model";
+
+  // The same tensors under the same HF names and shapes as HF's own save (tied once).
+  quartet::SafetensorsCheckpoint orig(ref_->dir), saved(tmp.str());
+  EXPECT_EQ(saved.names(), orig.names());
+  for (const auto& n : orig.names()) {
+    if (!saved.has(n)) continue;
+    SCOPED_TRACE(n);
+    EXPECT_EQ(saved.entry(n).shape, orig.entry(n).shape);
+    EXPECT_TRUE(torch::equal(saved.get(n), orig.get(n)));
+  }
+  // config.json names the head's HF architecture and the model type.
+  std::ifstream f(tmp / "config.json");
+  const auto cfg = nlohmann::json::parse(f);
+  ASSERT_TRUE(cfg.contains("architectures") && cfg["architectures"].is_array());
+  EXPECT_EQ(cfg["architectures"][0].get<std::string>(), ref_->meta.at("architecture"));
+  EXPECT_EQ(cfg["model_type"].get<std::string>(), ref_->meta.at("model_type"));
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;  // directory names are [a-z0-9_]
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Parity, ::testing::ValuesIn(reference_names()), param_name);
+INSTANTIATE_TEST_SUITE_P(Models, CausalParity, ::testing::ValuesIn(causal_names()), param_name);
+// With no reference directories these suites are empty; ReferenceSet.Complete fails instead.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CausalParity);
+
+// ------------------------------------------------------------------------------------------
+// Whole-set checks.
+// ------------------------------------------------------------------------------------------
+
+// config.json as transformers 4 wrote it (rope_theta / rope_scaling / rotary_pct /
+// rotary_emb_base instead of rope_parameters): the same model must give the same outputs.
+TEST(ConfigLayouts, TransformersV4ConfigGivesSameOutputs) {
+  size_t checked = 0;
+  for (const auto& name : reference_names()) {
+    const std::string src = models_dir() + "/" + name;
+    if (!exists(src + "/config_v4.json")) continue;
+    SCOPED_TRACE(name);
+    Reference ref(name);
+    TempDir tmp(name + "_v4");
+    copy_file(src + "/config_v4.json", tmp / "config.json");
+    copy_file(src + "/model.safetensors", tmp / "model.safetensors");
+    auto model = ref.load(tmp.str());
+    const auto ids = ref.get("input_ids"), mask = ref.get("attention_mask");
+    const auto out = forward(model, ids, mask);
+    const auto expected = ref.get(output_key(ref.head));
+    if (ref.head == Head::sequence_reward)
+      EXPECT_TRUE(close(out, expected));
+    else
+      EXPECT_TRUE(close(real_positions(out, mask), real_positions(expected, mask)));
+    ++checked;
+  }
+  EXPECT_GE(checked, kExpectedV4Configs);
+}
+
+// What save_model writes, HF reads: every saved directory loads with the Auto class of its
+// head and reproduces the C++ outputs. Needs the project's Python (QUARTET_PYTHON).
+TEST(HFInterop, SavedModelsLoadInTransformers) {
+  const char* py = std::getenv("QUARTET_PYTHON");
+  if (!py || !*py)
+    GTEST_SKIP() << "QUARTET_PYTHON is not set in the test environment: cannot run "
+                    "transformers on the directories save_model wrote (the other checks ran)";
+  const char* src = std::getenv("QUARTET_SOURCE_DIR");
+  const std::string file = __FILE__;  // <root>/tests/unit/test_model.cpp
+  const std::string root = src ? std::string(src) : file.substr(0, file.rfind('/')) + "/../..";
+  const std::string script = root + "/tests/parity/make_models.py";
+  ASSERT_TRUE(exists(script)) << script;
+  const auto names = reference_names();
+  ASSERT_GE(names.size(), kExpectedModels);
+  TempDir tmp("interop");
+  std::ofstream list(tmp / "list.txt");
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    Reference ref(name);
+    auto model = ref.load();
+    const auto ids = ref.get("input_ids"), mask = ref.get("attention_mask");
+    const auto out = forward(model, ids, mask);
+    const std::string dir = tmp / name;
+    quartet::save_model(model, dir);
+    const std::string outputs = tmp / (name + ".cxx.safetensors");
+    quartet::save_safetensors(outputs, {{"input_ids", ids.contiguous()},
+                                                 {"attention_mask", mask.contiguous()},
+                                                 {output_key(ref.head), out.contiguous()}});
+    list << ref.meta.at("head") << ' ' << ref.meta.at("architecture") << ' ' << dir << ' '
+         << outputs << '\n';
+  }
+  list.close();
+  const std::string log = tmp / "check.log";
+  const std::string cmd = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 '" + std::string(py) + "' '" +
+                          script + "' --check-saved '" + (tmp / "list.txt") + "' > '" + log +
+                          "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lf(log);
+  std::stringstream text;
+  text << lf.rdbuf();
+  std::printf("%s", text.str().c_str());  // one line per model: the HF - C++ difference
+  EXPECT_EQ(rc, 0) << cmd << "\n" << text.str();
+  // One "ok" line per directory (so a script that checked nothing cannot pass).
+  size_t oks = 0;
+  for (std::string line; std::getline(text, line);) oks += line.rfind("ok ", 0) == 0;
+  EXPECT_EQ(oks, names.size()) << text.str();
+}
+
+// ------------------------------------------------------------------------------------------
+// Broken checkpoints are refused, naming what is wrong.
+// ------------------------------------------------------------------------------------------
+
+// A copy of reference dir `name` whose weights are edited by `edit` (config.json unchanged).
+struct EditedCopy {
+  TempDir tmp;
+  EditedCopy(const std::string& name, const std::function<void(quartet::NamedTensors&)>& edit)
+      : tmp(name + "_edited") {
+    const std::string src = models_dir() + "/" + name;
+    copy_file(src + "/config.json", tmp / "config.json");
+    quartet::SafetensorsFile f(src + "/model.safetensors");
+    quartet::NamedTensors tensors;
+    for (const auto& e : f.entries()) tensors.emplace_back(e.name, f.get(e.name));
+    edit(tensors);
+    quartet::save_safetensors(tmp / "model.safetensors", tensors);
+  }
+};
+
+void drop(quartet::NamedTensors& ts, const std::string& name) {
+  const auto n = ts.size();
+  ts.erase(std::remove_if(ts.begin(), ts.end(), [&](const auto& p) { return p.first == name; }),
+           ts.end());
+  ASSERT_EQ(ts.size(), n - 1) << "the reference checkpoint has no " << name;
+}
+
+TEST(LoadErrors, MissingTensorIsNamed) {
+  ASSERT_GE(reference_names().size(), kExpectedModels);
+  struct Case { std::string model, tensor; Head h; };
+  const std::vector<Case> cases = {
+      {"llama_causal_lm", "model.layers.1.mlp.up_proj.weight", Head::causal_lm},
+      // untied: the output projection must not silently fall back to the embeddings
+      {"llama_causal_lm", "lm_head.weight", Head::causal_lm},
+      {"gpt2_causal_lm", "transformer.h.0.attn.c_attn.bias", Head::causal_lm},
+      {"gpt_neox_token_value", "classifier.bias", Head::token_value},
+      {"qwen2_sequence_reward", "score.weight", Head::sequence_reward}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.model + " without " + c.tensor);
+    EditedCopy copy(c.model, [&](quartet::NamedTensors& ts) { drop(ts, c.tensor); });
+    EXPECT_TRUE(throws_naming(
+        [&] { quartet::load_model(copy.tmp.str(), c.h, torch::kFloat, torch::Device(torch::kCPU)); },
+        {c.tensor}));
+  }
+}
+
+TEST(LoadErrors, ShapeMismatchIsNamed) {
+  ASSERT_GE(reference_names().size(), kExpectedModels);
+  const std::string name = "model.layers.0.self_attn.k_proj.weight";  // [32, 64] with GQA
+  EditedCopy copy("llama_causal_lm", [&](quartet::NamedTensors& ts) {
+    bool found = false;
+    for (auto& [n, t] : ts)
+      if (n == name) {
+        ASSERT_EQ(t.sizes(), (std::vector<int64_t>{32, 64}));
+        t = torch::zeros({64, 64}, t.options());  // as if num_key_value_heads were ignored
+        found = true;
+      }
+    ASSERT_TRUE(found);
+  });
+  EXPECT_TRUE(throws_naming(
+      [&] {
+        quartet::load_model(copy.tmp.str(), Head::causal_lm, torch::kFloat,
+                            torch::Device(torch::kCPU));
+      },
+      {name}));
+}
+
+TEST(LoadErrors, UnsupportedModelTypeIsNamed) {
+  ASSERT_GE(reference_names().size(), kExpectedModels);
+  const std::string src = models_dir() + "/llama_causal_lm";
+  TempDir tmp("bert");
+  std::ifstream in(src + "/config.json");
+  auto cfg = nlohmann::json::parse(in);
+  cfg["model_type"] = "bert";
+  cfg["architectures"] = {"BertModel"};
+  std::ofstream(tmp / "config.json") << cfg.dump(2);
+  copy_file(src + "/model.safetensors", tmp / "model.safetensors");
+  EXPECT_TRUE(throws_naming(
+      [&] {
+        quartet::load_model(tmp.str(), Head::causal_lm, torch::kFloat, torch::Device(torch::kCPU));
+      },
+      {"bert"}));
+  EXPECT_TRUE(throws_naming(
+      [&] { quartet::ModelConfig::from_json_text(cfg.dump(), "config.json"); }, {"bert"}));
+}
+
+}  // namespace

@@ -1,23 +1,37 @@
 #pragma once
-// The command line: `quartet <command> DECK [--set section.key=value ...]`, with --help at the
-// top level and for each command. The dispatcher (src/main.cpp) owns the command table.
+// The command line: `quartet <command> OPERAND [options]`, where the operand is a deck for the
+// commands that run a job (`--set section.key=value` overrides its keys) and a path for the
+// tools (`quartet tokenize MODEL_DIR`). --help at the top level and for each command.
+// The dispatcher (src/main.cpp) owns the command table.
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace quartet {
 
+struct OptionSpec {
+  const char* name;
+  const char* value_name;  // nullptr: a switch without a value
+  const char* help;
+};
+
 struct CommandSpec {
   const char* name;
   const char* summary;
+  const char* operand = "DECK";           // the one positional argument
+  std::vector<OptionSpec> options = {};   // beyond --help (and --set for decks)
+  bool is_deck() const { return std::string(operand) == "DECK"; }
 };
 
 struct CommandLine {
   std::string command;                 // empty with top-level --help / --version
-  std::string deck;
+  std::string operand;                 // the deck, or the tool's path
   std::vector<std::string> overrides;  // "section.key=value"
+  std::map<std::string, std::string> options;  // given options; a switch maps to ""
   bool help = false;
   bool version = false;
+  bool has(const std::string& option) const { return options.count(option) > 0; }
 };
 
 class UsageError : public std::runtime_error {
@@ -25,12 +39,12 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws UsageError (unknown command, missing deck, unknown option, stray argument).
+// Throws UsageError (unknown command, missing operand, unknown option, stray argument).
 CommandLine parse_command_line(int argc, const char* const* argv,
                                const std::vector<CommandSpec>& commands);
 
 std::string top_level_help(const std::vector<CommandSpec>& commands);
-// The command's usage followed by every deck key with its default and unit.
+// The command's usage and options; for deck commands also every deck key with its default.
 std::string command_help(const CommandSpec& command);
 
 }  // namespace quartet

@@ -3,6 +3,7 @@
 // through these. Each section's keys, defaults and units are declared once, in config.cpp.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <boost/program_options/options_description.hpp>
 
@@ -29,11 +30,28 @@ struct DistConfig {             // [dist]
   double watchdog_timeout = 600;  // seconds a collective or exchange may take before abort
 };
 
+struct ModelSectionConfig {     // [model.actor], [model.critic], [model.reference], [model.reward]
+  std::string path;             // a Hugging Face model directory ("" = not set)
+  std::string dtype = "float32";  // float32 | bfloat16 | float16
+};
+
+struct RolloutConfig {          // [rollout]
+  std::string prompts;          // JSONL file, one {"prompt": "..."} per line
+  int batch = 8;                // prompts per generation batch and rank
+  int max_new_tokens = 16;
+  double temperature = 1.0;     // 0 = greedy
+  int top_k = 0;                // 0 = off
+  double top_p = 1.0;           // 1 = off
+  std::vector<std::string> stop;  // stop tokens (token strings); the tokenizer's EOS always stops
+};
+
 struct Config {
   Deck deck;  // the parsed deck, for error messages naming key and line
   RunConfig run;
   PlacementConfig placement;
   DistConfig dist;
+  ModelSectionConfig actor, critic, reference, reward;
+  RolloutConfig rollout;
 };
 
 // Every key a deck may hold, with defaults, units and help.

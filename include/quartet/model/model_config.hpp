@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace quartet {
 
@@ -21,6 +22,7 @@ struct RopeScaling {
 struct ModelConfig {
   std::string model_type;     // config.json "model_type": llama | mistral | qwen2 | gpt2 | gptj | gpt_neox
   Family family = Family::llama;
+  std::string architecture;   // config.json "architectures"[0], "" when absent
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -36,14 +38,25 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;   // q/k/v biases (qwen2; gpt2/neox have biases everywhere)
+  bool mlp_bias = false;         // llama's mlp_bias (gate/up/down biases)
   bool parallel_residual = false;  // gptj always, gpt_neox by use_parallel_residual
   std::string activation = "silu";  // hidden_act / activation_function
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+  std::vector<int64_t> eos_token_ids;  // every id of a list-valued eos_token_id (eos_token_id = the first)
+  double initializer_range = 0.02;      // std of the random initialisation
 
   // Throws quartet::Error naming the file and the key for a missing key, an unsupported
   // model_type or architecture, or values that do not fit together (hidden % heads, ...).
   static ModelConfig from_json_file(const std::string& config_json_path);
   static ModelConfig from_json_text(const std::string& text, const std::string& name);
+
+  // Fills what a hand-built config may leave at 0 (num_kv_heads, head_dim, rotary_dim,
+  // intermediate_size, family from model_type) and checks that the numbers fit together;
+  // throws quartet::Error naming `name`. from_json_* and the Transformer call it.
+  void complete(const std::string& name = "model config");
+  // config.json text as Hugging Face writes it for this family, with "architectures":
+  // [architecture] and the dtype ("float32", "bfloat16", ...).
+  std::string to_json(const std::string& architecture, const std::string& dtype) const;
 };
 
 }  // namespace quartet

@@ -2,6 +2,11 @@
 // Tokenizers without Python: Hugging Face tokenizer.json with a byte-level BPE model (GPT-2,
 // Llama-3 and Qwen style: a pre-tokenizer split pattern, merges, added and special tokens),
 // and a small character vocabulary for the built-in demo tasks.
+//
+// Text is UTF-8. Invalid UTF-8 given to an HF tokenizer's encode is read as Python's
+// bytes.decode(errors="replace") would: each maximal ill-formed subsequence becomes U+FFFD.
+// decode likewise replaces byte sequences that do not form UTF-8 (a token cut inside a
+// character) by U+FFFD, as HF does. Tokenizers are safe to use from several threads.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,8 +19,10 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Token ids of `text`; with add_special_tokens, what the tokenizer's post-processor adds
-  // (a BOS token for Llama-3, nothing for GPT-2).
+  // (a BOS token for Llama-3, nothing for GPT-2). Added/special tokens written out in the text
+  // are recognised as such, as HF does.
   virtual std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const = 0;
+  // An id outside the vocabulary is a quartet::Error (HF would skip it silently).
   virtual std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual std::optional<int64_t> token_to_id(const std::string& token) const = 0;
@@ -24,14 +31,26 @@ class Tokenizer {
 };
 
 // Reads a Hugging Face tokenizer.json; an unsupported model, pre-tokenizer or normalizer is
-// refused by name (quartet::Error naming the file and the JSON path).
+// refused by name (quartet::Error naming the file and the JSON path). Supported: model BPE
+// (merges as "a b" or ["a", "b"], ignore_merges); normalizer null or NFC; pre-tokenizer
+// ByteLevel, Split (Regex or String pattern, every behavior, invert) or a Sequence of them;
+// post-processor ByteLevel, TemplateProcessing (single sequence) or a Sequence of them;
+// decoder ByteLevel. bos_id is set when the template puts one special token before the text.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path);
 // The tokenizer of a model directory (its tokenizer.json; bos/eos/pad from
-// tokenizer_config.json or config.json when the tokenizer file does not say).
+// tokenizer_config.json (a token string or {"content": ...}) or else config.json's
+// *_token_id (the first, when it is a list)).
 std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& model_dir);
 
+// Whether an NFC normalizer (Qwen2) can normalize any text: true when quartet is built with ICU.
+// Without it, text already in NFC (the quick check of UAX #15 proves it: nearly all text) is
+// encoded and any other text is refused with a quartet::Error.
+bool full_nfc_available();
+
 // One token per character of `alphabet` (UTF-8 characters), after the special tokens
-// (e.g. {"<pad>", "<bos>", "<eos>"}), which take ids 0, 1, 2, ... in that order.
+// (e.g. {"<pad>", "<bos>", "<eos>"}), which take ids 0, 1, 2, ... in that order. Specials named
+// <pad>, <bos>/<s>, <eos>/</s>/<|endoftext|> set pad_id, bos_id, eos_id; encode puts bos first
+// with add_special_tokens, and a character outside the alphabet is a quartet::Error.
 std::unique_ptr<Tokenizer> make_char_tokenizer(const std::string& alphabet,
                                                const std::vector<std::string>& specials);
 

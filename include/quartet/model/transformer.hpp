@@ -21,6 +21,9 @@ namespace quartet {
 
 enum class Head { causal_lm, token_value, sequence_reward };
 const char* head_name(Head head);
+// The Hugging Face class of a model_type with a head: LlamaForCausalLM, GPT2LMHeadModel,
+// Qwen2ForTokenClassification, ... (GPTJForTokenClassification is quartet's own: HF has none).
+std::string architecture_name(const ModelConfig& config, Head head);
 
 // Keys and values of every layer for incremental decoding, preallocated for max_len tokens.
 struct KVCache {
@@ -32,12 +35,24 @@ struct KVCache {
 class TransformerImpl : public torch::nn::Module {
  public:
   TransformerImpl(const ModelConfig& config, Head head);
+  // Parameters created with `options` (dtype, device); random_init = false leaves them
+  // uninitialised, for a model whose weights are loaded next.
+  TransformerImpl(const ModelConfig& config, Head head, const torch::TensorOptions& options,
+                  bool random_init);
 
   // input_ids [B, T] (int64); attention_mask [B, S] with S = cache length + T (or T without a
   // cache). With a cache, the new keys and values are appended and cache->length advances.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         KVCache* cache = nullptr);
   KVCache make_cache(int64_t batch, int64_t max_len) const;
+  // forward() in two halves: the final-normed hidden states [B, T, hidden], then the head
+  // (attention_mask as given to hidden_states; sequence_reward reads it).
+  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                              KVCache* cache = nullptr);
+  torch::Tensor head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask);
+  // causal_lm only: logits [B, V] of the last position, without the [B, T, V] of the others.
+  torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                  KVCache* cache = nullptr);
   // Recompute each block's activations in backward instead of keeping them (saves memory).
   void set_activation_checkpointing(bool on);
 
@@ -48,6 +63,10 @@ class TransformerImpl : public torch::nn::Module {
   // Copies every weight from the checkpoint; a missing tensor or a shape mismatch is a
   // quartet::Error naming the tensor and the checkpoint directory.
   void load_hf(const SafetensorsCheckpoint& checkpoint);
+  // head_from_checkpoint = false: the head keeps its current weights and the checkpoint's head
+  // tensors (lm_head, embed_out, score, classifier) are ignored, e.g. a critic started from a
+  // causal LM or a reward model.
+  void load_hf(const SafetensorsCheckpoint& checkpoint, bool head_from_checkpoint);
 
  private:
   struct Impl;
@@ -60,6 +79,10 @@ TORCH_MODULE(Transformer);
 // A model directory (config.json + safetensors) loaded with the given head, dtype and device.
 Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype,
                        torch::Device device);
+// head_from_checkpoint = false: the head is freshly initialised (normal(0, initializer_range),
+// zero bias) instead of read, and other heads' tensors in the checkpoint are ignored.
+Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype,
+                       torch::Device device, bool head_from_checkpoint);
 // config.json (with the head's architecture name) and safetensors, as HF would save them.
 void save_model(const Transformer& model, const std::string& dir);
 

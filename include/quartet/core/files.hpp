@@ -1,0 +1,23 @@
+#pragma once
+// File-system helpers on plain POSIX calls. Not std::filesystem: libtorch.so exports its own
+// copies of std::filesystem's free functions (remove_all, create_directories, ...), which the
+// dynamic linker may bind in place of libstdc++'s; remove_all was seen to crash that way.
+#include <functional>
+#include <string>
+
+namespace quartet {
+
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+// mkdir -p; throws quartet::Error naming the part that could not be made.
+void make_directories(const std::string& dir);
+// Writes `fill(fd)`'s output to path.tmp, fsyncs it and renames it into place, so the real name
+// only ever holds a complete file; on any failure the temporary is removed and the error rethrown.
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& fill);
+// The same for a string's bytes.
+void write_text_atomically(const std::string& path, const std::string& text);
+// write(2) until every byte is out; throws naming `path` on failure.
+void write_all(int fd, const void* data, std::size_t bytes, const std::string& path);
+
+}  // namespace quartet

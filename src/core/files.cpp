@@ -1,0 +1,83 @@
+#include "quartet/core/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void make_directories(const std::string& dir) {
+  for (std::size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string part = dir.substr(0, i);
+    QUARTET_CHECK(::mkdir(part.c_str(), 0755) == 0 || errno == EEXIST,
+                  "cannot create directory " + part + ": " + errno_text());
+  }
+}
+
+void write_all(int fd, const void* data, std::size_t bytes, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    QUARTET_CHECK(n > 0, "cannot write " + path + ": " + errno_text());
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& fill) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  QUARTET_CHECK(fd >= 0, "cannot create " + tmp + ": " + errno_text());
+  try {
+    fill(fd);
+    QUARTET_CHECK(::fsync(fd) == 0, "cannot fsync " + tmp + ": " + errno_text());
+    int rc = ::close(fd);
+    fd = -1;
+    QUARTET_CHECK(rc == 0, "cannot close " + tmp + ": " + errno_text());
+    QUARTET_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
+                  "cannot rename " + tmp + " to " + path + ": " + errno_text());
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // The rename itself is durable only once the directory is synced; failing that is harmless.
+  const std::size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  write_file_atomically(path, [&](int fd) { write_all(fd, text.data(), text.size(), path); });
+}
+
+}  // namespace quartet

@@ -1,0 +1,143 @@
+#include "quartet/model/bpe.hpp"
+
+#include <queue>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+
+namespace {
+// Length of the UTF-8 sequence that starts with `lead` (input is valid UTF-8 by now).
+size_t utf8_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if (lead < 0xE0) return 2;
+  if (lead < 0xF0) return 3;
+  return 4;
+}
+
+// The cache is a plain map; clearing it when full keeps memory bounded without LRU bookkeeping
+// on the hot path (a prompt set's words fit many times over).
+constexpr size_t kMaxCacheEntries = 1 << 17;
+}  // namespace
+
+BpeModel::BpeModel(std::unordered_map<std::string, int64_t> vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges,
+                   bool ignore_merges, std::optional<std::string> unk_token, bool fuse_unk,
+                   const std::string& where)
+    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), fuse_unk_(fuse_unk) {
+  for (const auto& [token, id] : vocab_)
+    QUARTET_CHECK(id >= 0 && id < (int64_t{1} << 31),
+                  where + ": model.vocab['" + token + "'] = " + std::to_string(id) + " is out of range");
+  if (unk_token) {
+    auto it = vocab_.find(*unk_token);
+    QUARTET_CHECK(it != vocab_.end(),
+                  where + ": model.unk_token '" + *unk_token + "' is not in model.vocab");
+    unk_id_ = it->second;
+  }
+  merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(a + b);
+    QUARTET_CHECK(ia != vocab_.end() && ib != vocab_.end() && ic != vocab_.end(),
+                  where + ": model.merges[" + std::to_string(rank) + "] ('" + a + "', '" + b +
+                      "') uses a token that is not in model.vocab");
+    // A repeated merge keeps its first (best) rank, as HF's map construction does.
+    merges_.emplace(pair_key(ia->second, ib->second),
+                    MergeTarget{static_cast<int32_t>(rank), ic->second});
+  }
+}
+
+void BpeModel::encode_word(const std::string& word, std::vector<int64_t>& out) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    // Llama-3: a word that is itself a token is taken whole, whatever the merges would give.
+    auto it = vocab_.find(word);
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int64_t> ids = merge_word(word);
+  out.insert(out.end(), ids.begin(), ids.end());
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+  cache_.emplace(word, std::move(ids));
+}
+
+std::vector<int64_t> BpeModel::merge_word(const std::string& word) const {
+  // Symbols form a doubly linked list so that a merge is O(1); a min-heap on (rank, position)
+  // picks the next merge, which makes a word O(n log n) instead of the textbook O(n^2) rescans.
+  struct Symbol {
+    int64_t id;
+    int prev, next;
+    bool alive;
+  };
+  std::vector<Symbol> sym;
+  sym.reserve(word.size());
+  bool last_was_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    size_t n = std::min(utf8_length(static_cast<unsigned char>(word[i])), word.size() - i);
+    auto it = vocab_.find(word.substr(i, n));
+    i += n;
+    if (it != vocab_.end()) {
+      sym.push_back({it->second, 0, 0, true});
+      last_was_unk = false;
+    } else if (unk_id_) {
+      if (!(fuse_unk_ && last_was_unk)) sym.push_back({*unk_id_, 0, 0, true});
+      last_was_unk = true;
+    }
+  }
+  const int n = static_cast<int>(sym.size());
+  for (int i = 0; i < n; ++i) {
+    sym[i].prev = i - 1;
+    sym[i].next = i + 1 < n ? i + 1 : -1;
+  }
+
+  struct Candidate {
+    int32_t rank;
+    int pos;
+    int64_t new_id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto push_pair = [&](int left) {
+    int right = sym[left].next;
+    if (right < 0) return;
+    auto it = merges_.find(pair_key(sym[left].id, sym[right].id));
+    if (it != merges_.end()) heap.push({it->second.rank, left, it->second.new_id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push_pair(i);
+
+  while (!heap.empty()) {
+    Candidate top = heap.top();
+    heap.pop();
+    Symbol& left = sym[top.pos];
+    if (!left.alive || left.next < 0) continue;
+    // The entry is stale when either side has merged since it was pushed.
+    auto it = merges_.find(pair_key(left.id, sym[left.next].id));
+    if (it == merges_.end() || it->second.new_id != top.new_id) continue;
+    Symbol& right = sym[left.next];
+    left.id = top.new_id;
+    right.alive = false;
+    left.next = right.next;
+    if (right.next >= 0) sym[right.next].prev = top.pos;
+    if (left.prev >= 0) push_pair(left.prev);
+    push_pair(top.pos);
+  }
+
+  std::vector<int64_t> ids;
+  for (int i = n > 0 ? 0 : -1; i >= 0; i = sym[i].next) ids.push_back(sym[i].id);
+  return ids;
+}
+
+}  // namespace quartet

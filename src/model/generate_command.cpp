@@ -1,0 +1,156 @@
+#include "quartet/model/generate_command.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "quartet/core/check.hpp"
+#include "quartet/core/files.hpp"
+#include "quartet/core/log.hpp"
+#include "quartet/dist/gather_text.hpp"
+#include "quartet/io/prompts.hpp"
+#include "quartet/io/tensor_h5.hpp"
+#include "quartet/model/generation.hpp"
+#include "quartet/model/tokenizer.hpp"
+
+namespace quartet {
+namespace {
+
+torch::ScalarType dtype_of(const std::string& name) {
+  if (name == "bfloat16") return torch::kBFloat16;
+  if (name == "float16") return torch::kHalf;
+  return torch::kFloat;
+}
+
+// Left-padded ids and mask for a batch of token lists.
+std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs,
+                                                 int64_t pad_id) {
+  int64_t len = 1;
+  for (const auto& s : seqs) len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
+  const auto n = static_cast<int64_t>(seqs.size());
+  auto ids = torch::full({n, len}, pad_id, torch::kLong);
+  auto mask = torch::zeros({n, len}, torch::kLong);
+  for (int64_t b = 0; b < n; ++b) {
+    const auto& s = seqs[static_cast<size_t>(b)];
+    const auto k = static_cast<int64_t>(s.size());
+    if (k == 0) continue;
+    ids[b].slice(0, len - k).copy_(torch::tensor(s, torch::kLong));
+    mask[b].slice(0, len - k).fill_(1);
+  }
+  return {ids, mask};
+}
+
+struct Plan {
+  std::vector<Prompt> prompts;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int64_t> stop_ids;
+  int64_t pad_id = 0;
+};
+
+}  // namespace
+
+int run_generate(Runtime& rt, const CommandLine& cl) {
+  const Config& cfg = rt.config;
+  // Everything that can be refused is checked on every rank alike, before any model is loaded.
+  Plan plan;
+  bool ok = rt.world.agree([&] {
+    if (cfg.actor.path.empty())
+      cfg.deck.fail("model.actor.path", "is not set: generate needs the actor's model directory");
+    if (cfg.rollout.prompts.empty())
+      cfg.deck.fail("rollout.prompts", "is not set: generate needs a prompts file");
+    plan.prompts = read_prompts(cfg.rollout.prompts);
+    plan.tokenizer = load_model_tokenizer(cfg.actor.path);
+    if (plan.tokenizer->eos_id) plan.stop_ids.push_back(*plan.tokenizer->eos_id);
+    for (const auto& s : cfg.rollout.stop) {
+      auto id = plan.tokenizer->token_to_id(s);
+      if (!id) cfg.deck.fail("rollout.stop", "names '" + s + "', which is not a token of " + cfg.actor.path);
+      plan.stop_ids.push_back(*id);
+    }
+    plan.pad_id = plan.tokenizer->pad_id.value_or(plan.tokenizer->eos_id.value_or(0));
+  });
+  if (!ok) return 2;
+
+  const Group& actor = rt.groups->of(Role::actor);
+  std::string mine;
+  if (actor.member()) {
+    auto model = load_model(cfg.actor.path, Head::causal_lm, dtype_of(cfg.actor.dtype), rt.device);
+    model->eval();
+    SamplingParams params;
+    params.temperature = cfg.rollout.temperature;
+    params.top_k = cfg.rollout.top_k;
+    params.top_p = cfg.rollout.top_p;
+    params.max_new_tokens = cfg.rollout.max_new_tokens;
+    params.stop_ids = plan.stop_ids;
+    params.pad_id = plan.pad_id;
+    params.seed = cfg.run.seed + static_cast<uint64_t>(actor.rank);  // ranks sample differently
+
+    // Prompts i with i % group size == group rank are this rank's.
+    std::vector<size_t> todo;
+    for (size_t i = static_cast<size_t>(actor.rank); i < plan.prompts.size();
+         i += static_cast<size_t>(actor.size()))
+      todo.push_back(i);
+    for (size_t at = 0; at < todo.size(); at += static_cast<size_t>(cfg.rollout.batch)) {
+      std::vector<size_t> batch(todo.begin() + static_cast<long>(at),
+                                todo.begin() + static_cast<long>(std::min(todo.size(), at + static_cast<size_t>(cfg.rollout.batch))));
+      std::vector<std::vector<int64_t>> encoded;
+      for (size_t i : batch) encoded.push_back(plan.tokenizer->encode(plan.prompts[i].text));
+      auto [ids, mask] = left_pad(encoded, plan.pad_id);
+      Generation g = generate(model, ids.to(rt.device), mask.to(rt.device), params);
+      auto tokens = g.tokens.cpu();
+      auto lengths = g.new_lengths.cpu();
+      const int64_t prompt_len = ids.size(1);
+      for (size_t b = 0; b < batch.size(); ++b) {
+        auto row = tokens[static_cast<int64_t>(b)].slice(0, prompt_len, prompt_len + lengths[static_cast<int64_t>(b)].item<int64_t>());
+        std::vector<int64_t> out(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+        nlohmann::json j = {{"index", batch[b]},
+                            {"prompt", plan.prompts[batch[b]].text},
+                            {"completion", plan.tokenizer->decode(out, /*skip_special_tokens=*/true)},
+                            {"prompt_tokens", encoded[b].size()},
+                            {"tokens", out}};
+        mine += j.dump() + "\n";
+      }
+    }
+    // Actor rank 0 collects every rank's lines and puts them in prompt order.
+    std::vector<nlohmann::json> results;
+    for (const auto& text : gather_text(actor.comm, mine)) {
+      size_t start = 0, end;
+      while ((end = text.find('\n', start)) != std::string::npos) {
+        results.push_back(nlohmann::json::parse(text.substr(start, end - start)));
+        start = end + 1;
+      }
+    }
+    std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) {
+      return a["index"].template get<size_t>() < b["index"].template get<size_t>();
+    });
+
+    if (actor.rank == 0) {
+      make_directories(cfg.run.out);
+      const std::string path = cfg.run.out + "/generations.jsonl";
+      std::string text;
+      for (const auto& j : results) text += j.dump() + "\n";
+      write_text_atomically(path, text);
+      for (const auto& j : results) {
+        std::printf("[%zu] %s|%s\n", j["index"].get<size_t>(), j["prompt"].get<std::string>().c_str(),
+                    j["completion"].get<std::string>().c_str());
+      }
+      std::printf("generate: %zu completions by %d actor rank(s) -> %s\n", results.size(),
+                  actor.size(), path.c_str());
+      std::fflush(stdout);
+
+      if (cl.has("logits")) {
+        std::vector<std::vector<int64_t>> all;
+        for (const auto& p : plan.prompts) all.push_back(plan.tokenizer->encode(p.text));
+        auto [ids, mask] = left_pad(all, plan.pad_id);
+        torch::NoGradGuard no_grad;
+        auto logits = model->forward(ids.to(rt.device), mask.to(rt.device)).to(torch::kFloat).cpu();
+        write_tensors_h5(cl.options.at("logits"),
+                         {{"input_ids", ids}, {"attention_mask", mask}, {"logits", logits}});
+        std::printf("generate: logits [%lld, %lld, %lld] -> %s\n",
+                    static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)),
+                    static_cast<long long>(logits.size(2)), cl.options.at("logits").c_str());
+      }
+    }
+  }
+  return rt.world.all_ok(true) ? 0 : 1;
+}
+
+}  // namespace quartet

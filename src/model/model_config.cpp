@@ -1,0 +1,447 @@
+#include "quartet/model/model_config.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+
+namespace {
+
+using json = nlohmann::json;
+
+const char* kSupportedTypes = "llama, mistral, qwen2, gpt2, gptj, gpt_neox";
+
+// A config.json and its name, so that every refusal names the file and the key.
+struct Reader {
+  const json& j;
+  const std::string& name;
+
+  bool present(const char* key) const { return j.contains(key) && !j.at(key).is_null(); }
+
+  [[noreturn]] void bad(const std::string& key, const std::string& why) const {
+    QUARTET_CHECK(false, name + ": " + key + " " + why);
+    std::abort();  // unreachable; QUARTET_CHECK(false) throws
+  }
+
+  static int64_t as_int(const json& v, const std::string& key, const Reader& r) {
+    if (v.is_number_integer()) return v.get<int64_t>();
+    // Some writers emit integral values as 4096.0.
+    if (v.is_number_float()) {
+      double d = v.get<double>();
+      if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    }
+    r.bad(key, "must be an integer, got " + v.dump());
+  }
+  static double as_double(const json& v, const std::string& key, const Reader& r) {
+    if (!v.is_number()) r.bad(key, "must be a number, got " + v.dump());
+    return v.get<double>();
+  }
+  static bool as_bool(const json& v, const std::string& key, const Reader& r) {
+    if (!v.is_boolean()) r.bad(key, "must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+
+  int64_t req_int(const char* key) const {
+    if (!present(key)) bad(std::string("key '") + key + "'", "is missing");
+    return as_int(j.at(key), key, *this);
+  }
+  int64_t opt_int(const char* key, int64_t dflt) const {
+    return present(key) ? as_int(j.at(key), key, *this) : dflt;
+  }
+  double opt_double(const char* key, double dflt) const {
+    return present(key) ? as_double(j.at(key), key, *this) : dflt;
+  }
+  bool opt_bool(const char* key, bool dflt) const {
+    return present(key) ? as_bool(j.at(key), key, *this) : dflt;
+  }
+  std::string opt_string(const char* key, const std::string& dflt) const {
+    if (!present(key)) return dflt;
+    if (!j.at(key).is_string()) bad(key, "must be a string, got " + j.at(key).dump());
+    return j.at(key).get<std::string>();
+  }
+  std::optional<int64_t> opt_token(const char* key) const {
+    if (!present(key)) return std::nullopt;
+    const json& v = j.at(key);
+    if (v.is_array()) {
+      if (v.empty()) return std::nullopt;
+      return as_int(v.at(0), key, *this);
+    }
+    return as_int(v, key, *this);
+  }
+};
+
+// The architectures quartet can load for a model_type, by head (causal LM, token
+// classification, sequence classification). HF has no GPTJForTokenClassification; quartet
+// writes that name for a GPT-J critic and reads it back.
+struct Architectures {
+  const char* causal;
+  const char* token;
+  const char* sequence;
+};
+
+bool architectures_of(const std::string& model_type, Architectures& out) {
+  if (model_type == "llama") out = {"LlamaForCausalLM", "LlamaForTokenClassification", "LlamaForSequenceClassification"};
+  else if (model_type == "mistral") out = {"MistralForCausalLM", "MistralForTokenClassification", "MistralForSequenceClassification"};
+  else if (model_type == "qwen2") out = {"Qwen2ForCausalLM", "Qwen2ForTokenClassification", "Qwen2ForSequenceClassification"};
+  else if (model_type == "gpt2") out = {"GPT2LMHeadModel", "GPT2ForTokenClassification", "GPT2ForSequenceClassification"};
+  else if (model_type == "gptj") out = {"GPTJForCausalLM", "GPTJForTokenClassification", "GPTJForSequenceClassification"};
+  else if (model_type == "gpt_neox") out = {"GPTNeoXForCausalLM", "GPTNeoXForTokenClassification", "GPTNeoXForSequenceClassification"};
+  else return false;
+  return true;
+}
+
+// rope_parameters (transformers >= 5) or rope_scaling (older files), with rope_theta either
+// inside it or at the top level, as transformers' standardize_rope_params reads them.
+void read_rope(const Reader& r, ModelConfig& c, double default_theta, const char* theta_alias) {
+  json rp = json::object();
+  if (r.present("rope_parameters")) rp = r.j.at("rope_parameters");
+  else if (r.present("rope_scaling")) rp = r.j.at("rope_scaling");
+  const std::string key = r.present("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (!rp.is_object()) r.bad(key, "must be an object, got " + rp.dump());
+  Reader sub{rp, r.name};
+
+  double theta = default_theta;
+  if (theta_alias && r.present(theta_alias)) theta = r.opt_double(theta_alias, theta);
+  theta = r.opt_double("rope_theta", theta);
+  c.rope_theta = sub.opt_double("rope_theta", theta);
+
+  std::string type = sub.opt_string("rope_type", sub.opt_string("type", "default"));
+  RopeScaling s;
+  if (type == "default") {
+    s.type = "none";
+  } else if (type == "linear" || type == "dynamic" || type == "llama3") {
+    s.type = type;
+    if (!sub.present("factor")) r.bad(key + ".factor", "is missing (rope type '" + type + "')");
+    s.factor = sub.opt_double("factor", 1.0);
+    if (type == "llama3") {
+      for (const char* k : {"low_freq_factor", "high_freq_factor"})
+        if (!sub.present(k)) r.bad(key + "." + k, "is missing (rope type 'llama3')");
+      s.low_freq_factor = sub.opt_double("low_freq_factor", 1.0);
+      s.high_freq_factor = sub.opt_double("high_freq_factor", 4.0);
+      s.original_max_positions = sub.opt_int(
+          "original_max_position_embeddings", r.opt_int("original_max_position_embeddings", c.max_positions));
+    } else {
+      s.original_max_positions = c.max_positions;
+    }
+  } else {
+    r.bad(key + ".rope_type", "'" + type + "' is not supported (default, linear, dynamic, llama3)");
+  }
+  c.rope_scaling = s;
+
+  // Llama-shaped models rotate whole heads; only NeoX reads a partial factor (rotary_pct).
+  if (c.family == Family::gpt_neox) {
+    double pct = sub.opt_double("partial_rotary_factor",
+                                r.opt_double("rotary_pct", r.opt_double("partial_rotary_factor", 0.25)));
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * pct);
+  } else {
+    double pct = sub.opt_double("partial_rotary_factor", r.opt_double("partial_rotary_factor", 1.0));
+    if (pct != 1.0) r.bad("partial_rotary_factor", "must be 1 for " + c.model_type + " models");
+    c.rotary_dim = c.head_dim;
+  }
+}
+
+void check_activation(const Reader& r, const char* key, const std::string& act) {
+  for (const char* ok : {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
+    if (act == ok) return;
+  r.bad(key, "'" + act + "' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");
+}
+
+// A sliding window shorter than the positions the model accepts changes attention; quartet
+// does not implement it, so such a model is refused rather than run with the wrong mask.
+void check_window(const Reader& r, const ModelConfig& c, int64_t window) {
+  if (window < c.max_positions)
+    r.bad("sliding_window", std::to_string(window) + " is smaller than max_position_embeddings " +
+                                std::to_string(c.max_positions) +
+                                ": sliding-window attention is not supported");
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json_file(const std::string& config_json_path) {
+  std::ifstream in(config_json_path);
+  QUARTET_CHECK(in.good(), config_json_path + ": cannot open the model config");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_json_text(text.str(), config_json_path);
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    QUARTET_CHECK(false, name + ": not valid JSON: " + e.what());
+  }
+  QUARTET_CHECK(j.is_object(), name + ": the model config must be a JSON object");
+  Reader r{j, name};
+
+  ModelConfig c;
+  if (!r.present("model_type")) r.bad("key 'model_type'", "is missing");
+  c.model_type = r.opt_string("model_type", "");
+  Architectures arch{};
+  QUARTET_CHECK(architectures_of(c.model_type, arch),
+                name + ": model_type '" + c.model_type + "' is not supported (" + kSupportedTypes + ")");
+  if (r.present("architectures")) {
+    const json& a = j.at("architectures");
+    if (!a.is_array()) r.bad("architectures", "must be a list, got " + a.dump());
+    for (const json& v : a) {
+      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      if (s != arch.causal && s != arch.token && s != arch.sequence)
+        r.bad("architectures", "'" + s + "' is not supported for model_type '" + c.model_type +
+                                   "' (" + arch.causal + ", " + arch.token + ", " + arch.sequence + ")");
+      if (c.architecture.empty()) c.architecture = s;
+    }
+  }
+
+  const std::string& t = c.model_type;
+  if (t == "llama" || t == "mistral" || t == "qwen2") {
+    c.family = Family::llama;
+    c.vocab_size = r.req_int("vocab_size");
+    c.hidden_size = r.req_int("hidden_size");
+    c.num_layers = r.req_int("num_hidden_layers");
+    c.num_heads = r.req_int("num_attention_heads");
+    c.intermediate_size = r.req_int("intermediate_size");
+    c.num_kv_heads = r.opt_int("num_key_value_heads", c.num_heads);
+    c.head_dim = r.opt_int("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+    c.max_positions = r.opt_int("max_position_embeddings",
+                                t == "llama" ? 2048 : t == "mistral" ? 4096 * 32 : 32768);
+    c.norm_eps = r.opt_double("rms_norm_eps", 1e-6);
+    c.activation = r.opt_string("hidden_act", "silu");
+    check_activation(r, "hidden_act", c.activation);
+    c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+    if (t == "llama") {
+      c.attention_bias = r.opt_bool("attention_bias", false);
+      c.mlp_bias = r.opt_bool("mlp_bias", false);
+    } else {
+      c.attention_bias = (t == "qwen2");  // Qwen2: q/k/v biases always, o_proj none; Mistral: none
+    }
+    if (t == "mistral") {
+      if (!j.contains("sliding_window")) check_window(r, c, 4096);  // MistralConfig's default
+      else if (!j.at("sliding_window").is_null()) check_window(r, c, r.req_int("sliding_window"));
+    }
+    if (t == "qwen2" && r.opt_bool("use_sliding_window", false)) {
+      int64_t window = j.contains("sliding_window") ? r.opt_int("sliding_window", c.max_positions) : 4096;
+      int64_t first = r.opt_int("max_window_layers", 28);
+      if (first < c.num_layers) check_window(r, c, window);
+    }
+    c.bos_token_id = r.opt_token("bos_token_id");
+    c.eos_token_id = r.opt_token("eos_token_id");
+    read_rope(r, c, 10000.0, nullptr);
+  } else if (t == "gpt2" || t == "gptj") {
+    c.family = t == "gpt2" ? Family::gpt2 : Family::gptj;
+    c.vocab_size = r.req_int("vocab_size");
+    c.hidden_size = r.req_int("n_embd");
+    c.num_layers = r.req_int("n_layer");
+    c.num_heads = r.req_int("n_head");
+    c.num_kv_heads = c.num_heads;
+    c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+    c.max_positions = r.opt_int("n_positions", t == "gpt2" ? 1024 : 2048);
+    c.intermediate_size = r.opt_int("n_inner", 4 * c.hidden_size);
+    c.norm_eps = r.opt_double("layer_norm_epsilon", 1e-5);
+    c.activation = r.opt_string("activation_function", "gelu_new");
+    check_activation(r, "activation_function", c.activation);
+    c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", t == "gpt2");
+    c.bos_token_id = r.opt_token("bos_token_id");
+    c.eos_token_id = r.opt_token("eos_token_id");
+    if (t == "gpt2") {
+      c.attention_bias = true;
+      c.rotary_dim = 0;
+      if (!r.opt_bool("scale_attn_weights", true))
+        r.bad("scale_attn_weights", "false is not supported (attention is scaled by 1/sqrt(head_dim))");
+      if (r.opt_bool("scale_attn_by_inverse_layer_idx", false))
+        r.bad("scale_attn_by_inverse_layer_idx", "true is not supported");
+      if (r.opt_bool("add_cross_attention", false))
+        r.bad("add_cross_attention", "true is not supported (decoder-only models)");
+    } else {
+      c.attention_bias = false;
+      c.parallel_residual = true;
+      if (j.contains("rotary_dim") && j.at("rotary_dim").is_null())
+        r.bad("rotary_dim", "null (rotary over the whole hidden size) is not supported");
+      c.rotary_dim = r.opt_int("rotary_dim", 64);
+      c.rope_theta = 10000.0;  // GPT-J's sinusoid table has a fixed base
+    }
+  } else {  // gpt_neox
+    c.family = Family::gpt_neox;
+    c.vocab_size = r.req_int("vocab_size");
+    c.hidden_size = r.req_int("hidden_size");
+    c.num_layers = r.req_int("num_hidden_layers");
+    c.num_heads = r.req_int("num_attention_heads");
+    c.intermediate_size = r.req_int("intermediate_size");
+    c.num_kv_heads = c.num_heads;
+    c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+    c.max_positions = r.opt_int("max_position_embeddings", 2048);
+    c.norm_eps = r.opt_double("layer_norm_eps", 1e-5);
+    c.activation = r.opt_string("hidden_act", "gelu");
+    check_activation(r, "hidden_act", c.activation);
+    c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+    c.parallel_residual = r.opt_bool("use_parallel_residual", true);
+    c.attention_bias = r.opt_bool("attention_bias", true);
+    c.bos_token_id = r.opt_token("bos_token_id");
+    c.eos_token_id = r.opt_token("eos_token_id");
+    read_rope(r, c, 10000.0, "rotary_emb_base");
+  }
+  c.pad_token_id = r.opt_token("pad_token_id");
+  c.initializer_range = r.opt_double("initializer_range", 0.02);
+  if (r.present("eos_token_id")) {
+    const json& e = j.at("eos_token_id");
+    if (e.is_array())
+      for (const json& v : e) c.eos_token_ids.push_back(Reader::as_int(v, "eos_token_id", r));
+    else
+      c.eos_token_ids.push_back(*c.eos_token_id);
+  }
+  c.complete(name);
+  return c;
+}
+
+void ModelConfig::complete(const std::string& name) {
+  auto need = [&](bool ok, const std::string& what) { QUARTET_CHECK(ok, name + ": " + what); };
+  Architectures arch{};
+  need(architectures_of(model_type, arch),
+       "model_type '" + model_type + "' is not supported (" + kSupportedTypes + ")");
+  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") family = Family::llama;
+  else if (model_type == "gpt2") family = Family::gpt2;
+  else if (model_type == "gptj") family = Family::gptj;
+  else family = Family::gpt_neox;
+
+  need(vocab_size > 0, "vocab_size must be positive");
+  need(hidden_size > 0, "hidden_size must be positive");
+  need(num_layers > 0, "num_hidden_layers must be positive");
+  need(num_heads > 0, "num_attention_heads must be positive");
+  if (family != Family::llama || head_dim == 0)
+    need(hidden_size % num_heads == 0, "hidden_size " + std::to_string(hidden_size) +
+                                           " is not a multiple of num_attention_heads " +
+                                           std::to_string(num_heads));
+  if (head_dim == 0) head_dim = hidden_size / num_heads;
+  if (family != Family::llama)
+    need(head_dim == hidden_size / num_heads, "head_dim must be hidden_size / num_attention_heads");
+  if (num_kv_heads == 0) num_kv_heads = num_heads;
+  need(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
+       "num_attention_heads " + std::to_string(num_heads) + " is not a multiple of num_key_value_heads " +
+           std::to_string(num_kv_heads));
+  need(family == Family::llama || num_kv_heads == num_heads,
+       "grouped-query attention exists only for llama-shaped models");
+  if (intermediate_size == 0) intermediate_size = 4 * hidden_size;
+  need(intermediate_size > 0, "intermediate_size must be positive");
+  if (max_positions == 0) max_positions = 2048;
+  need(max_positions > 0, "max_position_embeddings must be positive");
+  need(norm_eps > 0, "the norm epsilon must be positive");
+  if (family == Family::gpt2) {
+    need(rotary_dim == 0, "gpt2 has learned positions, rotary_dim must be 0");
+  } else {
+    if (rotary_dim == 0) rotary_dim = head_dim;
+    // NeoX takes int(head_dim * rotary_pct), odd or not; transformers then rotates
+    // 2 * ceil(dim / 2) dims, and quartet does the same. GPT-J breaks on odd dims, so refuse.
+    const bool odd_ok = family == Family::gpt_neox;
+    need(rotary_dim > 0 && 2 * ((rotary_dim + 1) / 2) <= head_dim && (odd_ok || rotary_dim % 2 == 0),
+         "rotary dimension " + std::to_string(rotary_dim) + " must be " + (odd_ok ? "" : "even and ") +
+             "at most head_dim " + std::to_string(head_dim));
+    need(rope_theta > 0, "rope_theta must be positive");
+  }
+  if (family == Family::llama) need(rotary_dim == head_dim, "llama-shaped models rotate whole heads");
+  const std::string& rt = rope_scaling.type;
+  need(rt == "none" || rt == "linear" || rt == "dynamic" || rt == "llama3",
+       "rope type '" + rt + "' is not supported (none, linear, dynamic, llama3)");
+  need(rt == "none" || family == Family::llama || family == Family::gpt_neox,
+       "rope scaling applies to llama-shaped and gpt_neox models only");
+  if (rt != "none") need(rope_scaling.factor > 0, "rope_scaling.factor must be positive");
+  if (rt == "llama3") {
+    need(rope_scaling.original_max_positions > 0, "rope_scaling.original_max_position_embeddings must be positive");
+    need(rope_scaling.high_freq_factor != rope_scaling.low_freq_factor,
+         "rope_scaling high_freq_factor must differ from low_freq_factor");
+  }
+  if (rt == "dynamic" && rope_scaling.original_max_positions == 0) rope_scaling.original_max_positions = max_positions;
+  if (family == Family::gptj) parallel_residual = true;
+  if (family == Family::gpt2) parallel_residual = false;
+  for (const char* ok : {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
+    if (activation == ok) return;
+  need(false, "activation '" + activation + "' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");
+}
+
+std::string ModelConfig::to_json(const std::string& architecture_name, const std::string& dtype) const {
+  nlohmann::ordered_json j;
+  j["architectures"] = {architecture_name};
+  j["model_type"] = model_type;
+  auto tok = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json eos = eos_token_ids.size() > 1 ? json(eos_token_ids) : tok(eos_token_id);
+  auto rope = [&](nlohmann::ordered_json& out, bool partial) {
+    nlohmann::ordered_json rp;
+    if (partial) rp["partial_rotary_factor"] = static_cast<double>(rotary_dim) / static_cast<double>(head_dim);
+    rp["rope_theta"] = rope_theta;
+    rp["rope_type"] = rope_scaling.type == "none" ? std::string("default") : rope_scaling.type;
+    if (rope_scaling.type != "none") rp["factor"] = rope_scaling.factor;
+    if (rope_scaling.type == "llama3") {
+      rp["low_freq_factor"] = rope_scaling.low_freq_factor;
+      rp["high_freq_factor"] = rope_scaling.high_freq_factor;
+      rp["original_max_position_embeddings"] = rope_scaling.original_max_positions;
+    }
+    out["rope_parameters"] = rp;
+  };
+  if (family == Family::llama) {
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_layers;
+    j["num_attention_heads"] = num_heads;
+    j["num_key_value_heads"] = num_kv_heads;
+    j["head_dim"] = head_dim;
+    j["hidden_act"] = activation;
+    j["max_position_embeddings"] = max_positions;
+    j["rms_norm_eps"] = norm_eps;
+    if (model_type == "llama") {
+      j["attention_bias"] = attention_bias;
+      j["mlp_bias"] = mlp_bias;
+    }
+    if (model_type == "mistral") j["sliding_window"] = nullptr;
+    if (model_type == "qwen2") {
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+    }
+    rope(j, false);
+  } else if (family == Family::gpt2 || family == Family::gptj) {
+    j["vocab_size"] = vocab_size;
+    j["n_embd"] = hidden_size;
+    j["n_layer"] = num_layers;
+    j["n_head"] = num_heads;
+    j["n_positions"] = max_positions;
+    j["n_inner"] = intermediate_size;
+    j["activation_function"] = activation;
+    j["layer_norm_epsilon"] = norm_eps;
+    if (family == Family::gptj) j["rotary_dim"] = rotary_dim;
+    if (family == Family::gpt2) {
+      j["scale_attn_weights"] = true;
+      j["scale_attn_by_inverse_layer_idx"] = false;
+    }
+    for (const char* k : {"attn_pdrop", "embd_pdrop", "resid_pdrop"}) j[k] = 0.0;
+  } else {
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_layers;
+    j["num_attention_heads"] = num_heads;
+    j["hidden_act"] = activation;
+    j["max_position_embeddings"] = max_positions;
+    j["layer_norm_eps"] = norm_eps;
+    j["use_parallel_residual"] = parallel_residual;
+    j["attention_bias"] = attention_bias;
+    j["rotary_pct"] = static_cast<double>(rotary_dim) / static_cast<double>(head_dim);
+    j["rotary_emb_base"] = rope_theta;
+    rope(j, true);
+  }
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["initializer_range"] = initializer_range;
+  j["bos_token_id"] = tok(bos_token_id);
+  j["eos_token_id"] = eos;
+  j["pad_token_id"] = tok(pad_token_id);
+  j["num_labels"] = 1;
+  j["dtype"] = dtype;
+  j["torch_dtype"] = dtype;
+  j["use_cache"] = true;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace quartet

@@ -1,0 +1,666 @@
+#include "quartet/model/transformer.hpp"
+
+#include <torch/torch.h>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <tuple>
+
+#include "quartet/core/check.hpp"
+#include "quartet/model/checkpointing.hpp"
+#include "quartet/model/rotary.hpp"
+
+namespace quartet {
+
+const char* head_name(Head head) {
+  switch (head) {
+    case Head::causal_lm: return "causal_lm";
+    case Head::token_value: return "token_value";
+    case Head::sequence_reward: return "sequence_reward";
+  }
+  return "?";
+}
+
+std::string architecture_name(const ModelConfig& c, Head head) {
+  std::string prefix;
+  if (c.model_type == "llama") prefix = "Llama";
+  else if (c.model_type == "mistral") prefix = "Mistral";
+  else if (c.model_type == "qwen2") prefix = "Qwen2";
+  else if (c.model_type == "gpt2") prefix = "GPT2";
+  else if (c.model_type == "gptj") prefix = "GPTJ";
+  else if (c.model_type == "gpt_neox") prefix = "GPTNeoX";
+  QUARTET_CHECK(!prefix.empty(), "model_type '" + c.model_type + "' is not supported");
+  switch (head) {
+    case Head::causal_lm: return prefix == "GPT2" ? "GPT2LMHeadModel" : prefix + "ForCausalLM";
+    case Head::token_value: return prefix + "ForTokenClassification";
+    case Head::sequence_reward: return prefix + "ForSequenceClassification";
+  }
+  return prefix;
+}
+
+namespace {
+
+// How parameters are created: where, in which dtype, and whether they get a random init (a
+// model about to be loaded skips it).
+struct Build {
+  torch::TensorOptions options;
+  bool init = true;
+  double std = 0.02;
+
+  torch::Tensor normal(std::vector<int64_t> shape) const {
+    auto t = torch::empty(shape, options);
+    if (init) t.normal_(0.0, std);
+    return t;
+  }
+  torch::Tensor filled(std::vector<int64_t> shape, double value) const {
+    auto t = torch::empty(shape, options);
+    if (init) t.fill_(value);
+    return t;
+  }
+};
+
+// nn.Linear: weight [out, in]. Without a weight it holds only a bias (GPT-J's lm_head.bias when
+// the weight is tied to the embedding).
+class DenseImpl : public torch::nn::Module {
+ public:
+  DenseImpl(int64_t in, int64_t out, bool with_bias, const Build& b, bool with_weight = true) {
+    if (with_weight) weight = register_parameter("weight", b.normal({out, in}));
+    if (with_bias) bias = register_parameter("bias", b.filled({out}, 0.0));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(Dense);
+
+// GPT-2's Conv1D: weight stored [in, out] and applied as x @ W + b, exactly as HF does.
+class Conv1DImpl : public torch::nn::Module {
+ public:
+  Conv1DImpl(int64_t in, int64_t out, const Build& b) {
+    weight = register_parameter("weight", b.normal({in, out}));
+    bias = register_parameter("bias", b.filled({out}, 0.0));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = weight.size(1);
+    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+  }
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(Conv1D);
+
+// RMSNorm (Llama: float32 statistics, weight applied after casting back) or LayerNorm.
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(int64_t n, double eps, bool rms, const Build& b) : eps_(eps), rms_(rms) {
+    weight = register_parameter("weight", b.filled({n}, 1.0));
+    if (!rms) bias = register_parameter("bias", b.filled({n}, 0.0));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!rms_) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps_);
+    auto h = x.to(torch::kFloat32);
+    h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps_);
+    return weight * h.to(x.scalar_type());
+  }
+  torch::Tensor weight, bias;
+
+ private:
+  double eps_;
+  bool rms_;
+};
+TORCH_MODULE(Norm);
+
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t n, int64_t d, int64_t padding_idx, const Build& b) : padding_idx_(padding_idx) {
+    weight = register_parameter("weight", b.normal({n, d}));
+    if (b.init && padding_idx >= 0) {
+      torch::NoGradGuard no_grad;
+      weight[padding_idx].zero_();
+    }
+  }
+  // padding_idx only stops the gradient of the pad row, as nn.Embedding(padding_idx) does.
+  torch::Tensor forward(const torch::Tensor& ids) { return torch::embedding(weight, ids, padding_idx_); }
+  torch::Tensor weight;
+
+ private:
+  int64_t padding_idx_;
+};
+TORCH_MODULE(Embedding);
+
+torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
+  if (act == "silu" || act == "swish") return torch::silu(x);
+  if (act == "gelu") return torch::gelu(x);
+  if (act == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
+  if (act == "relu") return torch::relu(x);
+  // gelu_new, written out as HF's NewGELUActivation does (the fused tanh GELU rounds differently).
+  return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+}
+
+// What every block of one forward pass shares.
+struct Step {
+  torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
+  torch::Tensor mask;       // [B, 1, T, S] bool, true = may attend
+  KVCache* cache = nullptr;
+  int64_t past = 0;         // tokens already in the cache
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelConfig& c, const Build& b) : c_(c) {
+    const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+    switch (c.family) {
+      case Family::llama: {
+        const bool llama_bias = c.model_type == "llama" && c.attention_bias;
+        const bool qkv_bias = c.model_type == "qwen2" || llama_bias;
+        q_ = register_module("q_proj", Dense(h, qd, qkv_bias, b));
+        k_ = register_module("k_proj", Dense(h, kvd, qkv_bias, b));
+        v_ = register_module("v_proj", Dense(h, kvd, qkv_bias, b));
+        o_ = register_module("o_proj", Dense(qd, h, llama_bias, b));
+        break;
+      }
+      case Family::gpt2:
+        c_attn_ = register_module("c_attn", Conv1D(h, 3 * h, b));
+        c_proj_ = register_module("c_proj", Conv1D(h, h, b));
+        break;
+      case Family::gptj:
+        k_ = register_module("k_proj", Dense(h, h, false, b));
+        v_ = register_module("v_proj", Dense(h, h, false, b));
+        q_ = register_module("q_proj", Dense(h, h, false, b));
+        o_ = register_module("out_proj", Dense(h, h, false, b));
+        break;
+      case Family::gpt_neox:
+        qkv_ = register_module("query_key_value", Dense(h, 3 * h, c.attention_bias, b));
+        o_ = register_module("dense", Dense(h, h, c.attention_bias, b));
+        break;
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer) {
+    const int64_t B = x.size(0), T = x.size(1), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+    torch::Tensor q, k, v;
+    if (c_.family == Family::gpt2) {
+      auto parts = c_attn_(x).split(c_.hidden_size, 2);
+      q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
+      k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
+      v = parts[2].view({B, T, nh, hd}).transpose(1, 2);
+    } else if (c_.family == Family::gpt_neox) {
+      // NeoX fuses per head: [q_h, k_h, v_h] for head 0, then head 1, ...
+      auto parts = qkv_(x).view({B, T, nh, 3 * hd}).transpose(1, 2).chunk(3, -1);
+      q = parts[0];
+      k = parts[1];
+      v = parts[2];
+    } else {
+      q = q_(x).view({B, T, nh, hd}).transpose(1, 2);
+      k = k_(x).view({B, T, nkv, hd}).transpose(1, 2);
+      v = v_(x).view({B, T, nkv, hd}).transpose(1, 2);
+    }
+    if (s.cos.defined()) {
+      const bool interleaved = c_.family == Family::gptj;
+      q = apply_rotary(q, s.cos, s.sin, interleaved);
+      k = apply_rotary(k, s.cos, s.sin, interleaved);
+    }
+    if (s.cache) {
+      auto& ck = s.cache->k[static_cast<size_t>(layer)];
+      auto& cv = s.cache->v[static_cast<size_t>(layer)];
+      ck.narrow(2, s.past, T).copy_(k);
+      cv.narrow(2, s.past, T).copy_(v);
+      k = ck.narrow(2, 0, s.past + T);
+      v = cv.narrow(2, 0, s.past + T);
+    }
+    if (nkv != nh) {
+      // repeat_kv: kv head j serves query heads j*g .. j*g+g-1. Done here rather than with
+      // enable_gqa so that the masked memory-efficient CUDA kernel stays eligible.
+      const int64_t g = nh / nkv, S = k.size(2);
+      k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
+      v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
+    }
+    auto out = at::scaled_dot_product_attention(q, k, v, s.mask, 0.0, false,
+                                                1.0 / std::sqrt(static_cast<double>(hd)));
+    out = out.transpose(1, 2).reshape({B, T, nh * hd});
+    return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
+  }
+
+ private:
+  ModelConfig c_;
+  Dense q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, qkv_{nullptr};
+  Conv1D c_attn_{nullptr}, c_proj_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const ModelConfig& c, const Build& b) : c_(c) {
+    const int64_t h = c.hidden_size, i = c.intermediate_size;
+    switch (c.family) {
+      case Family::llama:
+        gate_ = register_module("gate_proj", Dense(h, i, c.mlp_bias, b));
+        up_ = register_module("up_proj", Dense(h, i, c.mlp_bias, b));
+        down_ = register_module("down_proj", Dense(i, h, c.mlp_bias, b));
+        break;
+      case Family::gpt2:
+        c_fc_ = register_module("c_fc", Conv1D(h, i, b));
+        c_proj_ = register_module("c_proj", Conv1D(i, h, b));
+        break;
+      case Family::gptj:
+        up_ = register_module("fc_in", Dense(h, i, true, b));
+        down_ = register_module("fc_out", Dense(i, h, true, b));
+        break;
+      case Family::gpt_neox:
+        up_ = register_module("dense_h_to_4h", Dense(h, i, true, b));
+        down_ = register_module("dense_4h_to_h", Dense(i, h, true, b));
+        break;
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (c_.family == Family::llama) return down_(activate(c_.activation, gate_(x)) * up_(x));
+    if (c_.family == Family::gpt2) return c_proj_(activate(c_.activation, c_fc_(x)));
+    return down_(activate(c_.activation, up_(x)));
+  }
+
+ private:
+  ModelConfig c_;
+  Dense gate_{nullptr}, up_{nullptr}, down_{nullptr};
+  Conv1D c_fc_{nullptr}, c_proj_{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const ModelConfig& c, const Build& b) : c_(c) {
+    const bool rms = c.family == Family::llama;
+    const int64_t h = c.hidden_size;
+    switch (c.family) {
+      case Family::llama:
+        ln1_ = register_module("input_layernorm", Norm(h, c.norm_eps, rms, b));
+        attn_ = register_module("self_attn", Attention(c, b));
+        ln2_ = register_module("post_attention_layernorm", Norm(h, c.norm_eps, rms, b));
+        mlp_ = register_module("mlp", Mlp(c, b));
+        break;
+      case Family::gpt2:
+        ln1_ = register_module("ln_1", Norm(h, c.norm_eps, false, b));
+        attn_ = register_module("attn", Attention(c, b));
+        ln2_ = register_module("ln_2", Norm(h, c.norm_eps, false, b));
+        mlp_ = register_module("mlp", Mlp(c, b));
+        break;
+      case Family::gptj:
+        ln1_ = register_module("ln_1", Norm(h, c.norm_eps, false, b));
+        attn_ = register_module("attn", Attention(c, b));
+        mlp_ = register_module("mlp", Mlp(c, b));
+        break;
+      case Family::gpt_neox:
+        ln1_ = register_module("input_layernorm", Norm(h, c.norm_eps, false, b));
+        ln2_ = register_module("post_attention_layernorm", Norm(h, c.norm_eps, false, b));
+        attn_ = register_module("attention", Attention(c, b));
+        mlp_ = register_module("mlp", Mlp(c, b));
+        break;
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer) {
+    if (c_.family == Family::gptj) {
+      // One LayerNorm feeds both branches.
+      auto h = ln1_(x);
+      return attn_(h, s, layer) + mlp_(h) + x;
+    }
+    auto a = attn_(ln1_(x), s, layer);
+    if (c_.parallel_residual) return mlp_(ln2_(x)) + a + x;  // NeoX use_parallel_residual
+    auto y = x + a;
+    return y + mlp_(ln2_(y));
+  }
+
+ private:
+  ModelConfig c_;
+  Norm ln1_{nullptr}, ln2_{nullptr};
+  Attention attn_{nullptr};
+  Mlp mlp_{nullptr};
+};
+TORCH_MODULE(Block);
+
+// The decoder without its head, under the family's base-model prefix.
+class BaseImpl : public torch::nn::Module {
+ public:
+  BaseImpl(const ModelConfig& c, const Build& b) {
+    const int64_t h = c.hidden_size;
+    const char* layers_name = "layers";
+    switch (c.family) {
+      case Family::llama: {
+        // LlamaModel passes padding_idx=pad_token_id to nn.Embedding.
+        int64_t pad = c.pad_token_id && *c.pad_token_id >= 0 && *c.pad_token_id < c.vocab_size ? *c.pad_token_id : -1;
+        embed = register_module("embed_tokens", Embedding(c.vocab_size, h, pad, b));
+        break;
+      }
+      case Family::gpt2:
+        embed = register_module("wte", Embedding(c.vocab_size, h, -1, b));
+        wpe = register_module("wpe", Embedding(c.max_positions, h, -1, b));
+        layers_name = "h";
+        break;
+      case Family::gptj:
+        embed = register_module("wte", Embedding(c.vocab_size, h, -1, b));
+        layers_name = "h";
+        break;
+      case Family::gpt_neox:
+        embed = register_module("embed_in", Embedding(c.vocab_size, h, -1, b));
+        break;
+    }
+    list = register_module(layers_name, torch::nn::ModuleList());
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      blocks.push_back(Block(c, b));
+      list->push_back(blocks.back());
+    }
+    const char* norm_name = c.family == Family::llama      ? "norm"
+                            : c.family == Family::gpt_neox ? "final_layer_norm"
+                                                           : "ln_f";
+    norm = register_module(norm_name, Norm(h, c.norm_eps, c.family == Family::llama, b));
+  }
+  Embedding embed{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList list{nullptr};
+  std::vector<Block> blocks;
+  Norm norm{nullptr};
+};
+TORCH_MODULE(Base);
+
+const char* base_prefix(Family f) {
+  switch (f) {
+    case Family::llama: return "model";
+    case Family::gpt2:
+    case Family::gptj: return "transformer";
+    case Family::gpt_neox: return "gpt_neox";
+  }
+  return "model";
+}
+
+// Tensors old checkpoints carry that are not parameters: causal-mask buffers and rotary
+// tables, which quartet computes itself.
+bool is_known_buffer(const std::string& name) {
+  auto ends = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".attn.bias") || ends(".attn.masked_bias") || ends(".attention.bias") ||
+         ends(".attention.masked_bias") || ends(".rotary_emb.inv_freq") || ends(".attn.embed_positions");
+}
+
+// POSIX rather than std::filesystem: libtorch.so exports its own copies of std::filesystem's
+// free functions, which may bind in place of libstdc++'s (its remove_all crashes).
+void make_dirs(const std::string& dir) {
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at != dir.size() && dir[at] != '/') continue;
+    const std::string part = dir.substr(0, at);
+    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
+      QUARTET_CHECK(false, part + ": cannot create the directory: " + std::strerror(errno));
+  }
+}
+
+bool is_head_tensor(const std::string& name) {
+  for (const char* p : {"lm_head.", "embed_out.", "score.", "classifier."})
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+struct TransformerImpl::Impl {
+  Base base{nullptr};
+  Dense head{nullptr};          // lm_head / embed_out / score / classifier
+  torch::Tensor inv_freq;       // float32, CPU: the master copy
+  torch::Tensor inv_freq_dev;   // the copy on the device of the last forward
+  bool checkpointing = false;
+};
+
+TransformerImpl::TransformerImpl(const ModelConfig& config, Head head)
+    : TransformerImpl(config, head, torch::TensorOptions(), true) {}
+
+TransformerImpl::TransformerImpl(const ModelConfig& config, Head head, const torch::TensorOptions& options,
+                                 bool random_init)
+    : impl_(std::make_shared<Impl>()), config_(config), head_(head) {
+  config_.complete("model config");
+  const ModelConfig& c = config_;
+  Build b{options, random_init, c.initializer_range};
+  impl_->base = register_module(base_prefix(c.family), Base(c, b));
+  const int64_t h = c.hidden_size;
+  switch (head) {
+    case Head::causal_lm: {
+      const char* name = c.family == Family::gpt_neox ? "embed_out" : "lm_head";
+      const bool bias = c.family == Family::gptj;
+      if (!c.tie_word_embeddings || bias)
+        impl_->head = register_module(name, Dense(h, c.vocab_size, bias, b, !c.tie_word_embeddings));
+      break;
+    }
+    case Head::token_value: {
+      // HF names the token-classification Linear "classifier" for GPT-2 and NeoX, "score" for
+      // the generic classes; GPT-J has none in HF, quartet uses "score" + bias.
+      const char* name = c.family == Family::gpt2 || c.family == Family::gpt_neox ? "classifier" : "score";
+      impl_->head = register_module(name, Dense(h, 1, true, b));
+      break;
+    }
+    case Head::sequence_reward:
+      impl_->head = register_module("score", Dense(h, 1, false, b));
+      break;
+  }
+  if (c.family != Family::gpt2) impl_->inv_freq = rotary_inv_freq(c, c.max_positions);
+}
+
+void TransformerImpl::set_activation_checkpointing(bool on) { impl_->checkpointing = on; }
+
+KVCache TransformerImpl::make_cache(int64_t batch, int64_t max_len) const {
+  QUARTET_CHECK(batch > 0 && max_len > 0, "make_cache: batch and max_len must be positive");
+  auto w = impl_->base->embed->weight;
+  KVCache cache;
+  cache.max_len = max_len;
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    cache.k.push_back(torch::zeros({batch, config_.num_kv_heads, max_len, config_.head_dim}, w.options()));
+    cache.v.push_back(torch::zeros({batch, config_.num_kv_heads, max_len, config_.head_dim}, w.options()));
+  }
+  return cache;
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                       KVCache* cache) {
+  return head_output(hidden_states(input_ids, attention_mask, cache), attention_mask);
+}
+
+torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                             KVCache* cache) {
+  const ModelConfig& c = config_;
+  QUARTET_CHECK(input_ids.dim() == 2, "Transformer: input_ids must be [batch, tokens]");
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  const int64_t past = cache ? cache->length : 0;
+  const int64_t S = past + T;
+  QUARTET_CHECK(T > 0, "Transformer: no input tokens");
+  QUARTET_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == B && attention_mask.size(1) == S,
+                "Transformer: attention_mask must be [" + std::to_string(B) + ", " + std::to_string(S) +
+                    "] (cached + new tokens)");
+  if (cache) {
+    QUARTET_CHECK(static_cast<int64_t>(cache->k.size()) == c.num_layers && cache->k[0].size(0) == B,
+                  "Transformer: the KV cache was made for another model or batch size");
+    QUARTET_CHECK(S <= cache->max_len, "Transformer: the KV cache holds " + std::to_string(cache->max_len) +
+                                           " tokens, " + std::to_string(S) + " needed");
+  }
+  const auto dev = input_ids.device();
+
+  // Positions count real tokens only, so left padding does not shift them (as HF generate).
+  auto valid = attention_mask.to(dev) != 0;
+  auto positions = (valid.to(torch::kLong).cumsum(-1) - 1).clamp_min(0);
+  auto pos = past ? positions.narrow(1, past, T) : positions;
+
+  // Causal over absolute slots, keys limited to real tokens; every query also sees its own
+  // slot so that padding rows are never fully masked (SDPA would return NaN there).
+  auto q_slot = torch::arange(past, S, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  auto k_slot = torch::arange(S, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  auto causal = k_slot.unsqueeze(0) <= q_slot.unsqueeze(1);  // [T, S]
+  auto self = k_slot.unsqueeze(0) == q_slot.unsqueeze(1);
+  Step step;
+  step.mask = (causal.unsqueeze(0) & (valid.unsqueeze(1) | self.unsqueeze(0))).unsqueeze(1);  // [B,1,T,S]
+  step.cache = cache;
+  step.past = past;
+
+  auto x = impl_->base->embed(input_ids);
+  if (c.family == Family::gpt2) {
+    x = x + impl_->base->wpe(pos);
+  } else {
+    torch::Tensor inv = impl_->inv_freq;
+    if (c.rope_scaling.type == "dynamic" && S > c.max_positions) {
+      inv = rotary_inv_freq(c, S).to(dev);
+    } else {
+      if (!impl_->inv_freq_dev.defined() || impl_->inv_freq_dev.device() != dev)
+        impl_->inv_freq_dev = impl_->inv_freq.to(dev);
+      inv = impl_->inv_freq_dev;
+    }
+    std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
+  }
+
+  const bool recompute = impl_->checkpointing && !cache && torch::GradMode::is_enabled();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    Block block = impl_->base->blocks[static_cast<size_t>(i)];
+    if (recompute) {
+      // The closure holds the block and this step's tables until backward has used them.
+      auto fn = [block, step, i](const torch::Tensor& h) mutable { return block->forward(h, step, i); };
+      x = checkpoint(fn, x, block->parameters());
+    } else {
+      x = block->forward(x, step, i);
+    }
+  }
+  if (cache) cache->length = S;
+  return impl_->base->norm(x);
+}
+
+torch::Tensor TransformerImpl::head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask) {
+  switch (head_) {
+    case Head::causal_lm: {
+      const auto& h = impl_->head;
+      torch::Tensor w = config_.tie_word_embeddings ? impl_->base->embed->weight : h->weight;
+      return torch::linear(hidden, w, h.is_empty() ? torch::Tensor() : h->bias);
+    }
+    case Head::token_value:
+      return impl_->head(hidden).squeeze(-1);
+    case Head::sequence_reward: {
+      // HF takes the rightmost non-pad token: argmax of index * mask (T-1 under left padding).
+      const int64_t B = hidden.size(0), T = hidden.size(1);
+      auto m = attention_mask.narrow(1, attention_mask.size(1) - T, T).to(hidden.device()) != 0;
+      auto idx = (torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(hidden.device())) *
+                  m.to(torch::kLong))
+                     .argmax(-1);
+      auto last = hidden.gather(1, idx.view({B, 1, 1}).expand({B, 1, hidden.size(2)})).squeeze(1);
+      return impl_->head(last).squeeze(-1);
+    }
+  }
+  return {};
+}
+
+torch::Tensor TransformerImpl::next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                 KVCache* cache) {
+  QUARTET_CHECK(head_ == Head::causal_lm, "next_token_logits needs the causal_lm head");
+  auto h = hidden_states(input_ids, attention_mask, cache);
+  return head_output(h.narrow(1, h.size(1) - 1, 1), attention_mask).squeeze(1);
+}
+
+NamedTensors TransformerImpl::hf_state() const {
+  NamedTensors out;
+  for (const auto& item : named_parameters(true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+void TransformerImpl::load_hf(const SafetensorsCheckpoint& checkpoint) { load_hf(checkpoint, true); }
+
+void TransformerImpl::load_hf(const SafetensorsCheckpoint& ckpt, bool head_from_checkpoint) {
+  const std::string prefix = std::string(base_prefix(config_.family)) + ".";
+  std::set<std::string> used;
+  torch::NoGradGuard no_grad;
+  for (const auto& item : named_parameters(true)) {
+    const std::string& name = item.key();
+    torch::Tensor param = item.value();
+    const bool is_head = name.rfind(prefix, 0) != 0;
+    if (is_head && !head_from_checkpoint) continue;
+    // Where HF may have put it: under its own name; NeoX's LM head as lm_head (transformers 5
+    // renames embed_out on load); base weights without the prefix (files saved from the bare
+    // model, e.g. the original gpt2 upload).
+    std::vector<std::string> candidates{name};
+    if (name == "embed_out.weight") candidates.push_back("lm_head.weight");
+    if (!is_head) candidates.push_back(name.substr(prefix.size()));
+    std::string found;
+    for (const auto& n : candidates)
+      if (ckpt.has(n)) {
+        found = n;
+        break;
+      }
+    QUARTET_CHECK(!found.empty(), ckpt.dir() + ": tensor '" + name + "' is missing (" +
+                                      architecture_name(config_, head_) + ", " + head_name(head_) + " head)");
+    const auto& e = ckpt.entry(found);
+    QUARTET_CHECK(e.shape == param.sizes().vec(),
+                  ckpt.dir() + ": tensor '" + found + "' has shape " + c10::str(c10::IntArrayRef(e.shape)) +
+                      ", the model expects " + c10::str(param.sizes()));
+    param.copy_(ckpt.get(found));
+    used.insert(found);
+  }
+  std::vector<std::string> extra;
+  for (const auto& n : ckpt.names()) {
+    if (used.count(n) || is_known_buffer(n)) continue;
+    if (config_.tie_word_embeddings && (n == "lm_head.weight" || n == "embed_out.weight")) continue;
+    if (!head_from_checkpoint && is_head_tensor(n)) continue;
+    extra.push_back(n);
+  }
+  if (!extra.empty()) {
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
+    if (extra.size() > 8) list += ", ... (" + std::to_string(extra.size()) + " in all)";
+    QUARTET_CHECK(false, ckpt.dir() + ": tensors the " + architecture_name(config_, head_) +
+                             " model does not have: " + list);
+  }
+}
+
+Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype, torch::Device device) {
+  return load_model(dir, head, dtype, device, true);
+}
+
+Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype, torch::Device device,
+                       bool head_from_checkpoint) {
+  auto config = ModelConfig::from_json_file(dir + "/config.json");
+  SafetensorsCheckpoint ckpt(dir);
+  Transformer model(config, head, torch::TensorOptions().dtype(dtype).device(device), /*random_init=*/false);
+  model->load_hf(ckpt, head_from_checkpoint);
+  if (!head_from_checkpoint) {
+    // The load overwrote everything but the head, which gets HF's initialisation.
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model->named_parameters(true)) {
+      if (!is_head_tensor(item.key())) continue;
+      if (item.key().size() > 5 && item.key().compare(item.key().size() - 5, 5, ".bias") == 0)
+        item.value().zero_();
+      else
+        item.value().normal_(0.0, model->config().initializer_range);
+    }
+  }
+  return model;
+}
+
+void save_model(const Transformer& model, const std::string& dir) {
+  make_dirs(dir);
+  auto state = model->hf_state();
+  QUARTET_CHECK(!state.empty(), "save_model: the model has no parameters");
+  std::string dtype;
+  switch (state.front().second.scalar_type()) {
+    case torch::kFloat32: dtype = "float32"; break;
+    case torch::kBFloat16: dtype = "bfloat16"; break;
+    case torch::kFloat16: dtype = "float16"; break;
+    case torch::kFloat64: dtype = "float64"; break;
+    default: dtype = c10::toString(state.front().second.scalar_type());
+  }
+  const std::string path = dir + "/config.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    QUARTET_CHECK(out.good(), tmp + ": cannot write");
+    out << model->config().to_json(architecture_name(model->config(), model->head()), dtype);
+    out.close();
+    QUARTET_CHECK(out.good(), tmp + ": write failed");
+  }
+  QUARTET_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
+                path + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
+  save_safetensors_checkpoint(dir, state);
+}
+
+}  // namespace quartet

@@ -1,0 +1,68 @@
+"""A tiny Llama with a byte-level BPE tokenizer, saved in Hugging Face layout, plus prompts and
+Hugging Face's own greedy completions of them: the reference for `quartet generate`.
+
+    python make_generate_model.py OUT_DIR
+writes OUT_DIR/model/ (config.json, model.safetensors, tokenizer.json, tokenizer_config.json),
+OUT_DIR/prompts.jsonl and OUT_DIR/expected.jsonl ({"index", "completion", "tokens"} per prompt).
+Random weights, built locally: no hub access.
+"""
+import json
+import os
+import sys
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+MAX_NEW_TOKENS = 12
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Sort the digits: 3 1 2 -> 1 2 3",
+    "Grüße aus München! Ça va? ¿Qué tal?",
+    "数字を並べ替えてください。",
+    "def add(a, b):\n    return a + b\n",
+] * 20
+PROMPTS = ["The quick brown", "Sort the digits: 9 4 7 ->", "Grüße", "数字", "def add(", "x"]
+
+
+def main(out):
+    torch.manual_seed(7)
+    os.makedirs(os.path.join(out, "model"), exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+    fast.save_pretrained(os.path.join(out, "model"))
+    eos = fast.convert_tokens_to_ids("<|endoftext|>")
+
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, bos_token_id=None, eos_token_id=eos,
+                         pad_token_id=eos, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(os.path.join(out, "model"), safe_serialization=True)
+
+    with open(os.path.join(out, "prompts.jsonl"), "w") as f:
+        for p in PROMPTS:
+            f.write(json.dumps({"prompt": p}, ensure_ascii=False) + "\n")
+    with open(os.path.join(out, "expected.jsonl"), "w") as f, torch.no_grad():
+        for i, p in enumerate(PROMPTS):
+            ids = fast(p, return_tensors="pt").input_ids
+            gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                 max_new_tokens=MAX_NEW_TOKENS, eos_token_id=eos, pad_token_id=eos)
+            new = gen[0, ids.shape[1]:].tolist()
+            if eos in new:  # HF pads after the stop; quartet reports up to the stop token
+                new = new[: new.index(eos) + 1]
+            f.write(json.dumps({"index": i, "tokens": new,
+                                "completion": fast.decode(new, skip_special_tokens=True)},
+                               ensure_ascii=False) + "\n")
+    print(f"make_generate_model: {out}: vocab {len(fast)}, {len(PROMPTS)} prompts, "
+          f"greedy references of {MAX_NEW_TOKENS} tokens")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
