@@ -6,14 +6,14 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 source .gpu/env.sh > "$OUT/env.log" 2>&1; cat "$OUT/env.log"
 nvidia-smi -L | tee -a "$OUT/env.log"
-{ cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS &&
+{ cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
   cmake --build build-gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1
 rc=$?; tail -5 "$OUT/build.log"; grep -E "warning|error" "$OUT/build.log" | head -20
 [ $rc -eq 0 ] || { echo "build failed"; exit 1; }
 export OMP_NUM_THREADS=1
-(cd build-gpu && ctest -j 4 --output-on-failure --timeout 300) > "$OUT/ctest.log" 2>&1
+(cd build-gpu && ctest -j 6 --output-on-failure --timeout 300) > "$OUT/ctest.log" 2>&1
 tail -40 "$OUT/ctest.log"
-grep -E "Backends/Collectives_.*nccl|OK \] Backends" build-gpu/Testing/Temporary/LastTest.log | grep -c nccl | sed 's/^/NCCL collective test results seen: /'
+grep -cE "OK \] Backends/Collectives_.*nccl" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/NCCL collective tests passed: /"; grep -cE "OK \] Models/GpuBf16" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/GPU bf16 model parity tests passed: /"
 MPI="mpirun --oversubscribe --bind-to none"
 {
   echo "== selfcheck: 2 ranks, 2 GPUs, colocated (one NCCL group of 2)"

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -394,6 +395,42 @@ INSTANTIATE_TEST_SUITE_P(Models, CausalParity, ::testing::ValuesIn(causal_names(
 // With no reference directories these suites are empty; ReferenceSet.Complete fails instead.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CausalParity);
+
+// ------------------------------------------------------------------------------------------
+// On a GPU (the GPU machine): every model in bfloat16 on CUDA against HF's fp32 outputs.
+// bf16 keeps 8 significant bits (relative rounding 2^-9 per operation); through two layers,
+// norms and a softmax that compounds to about 1e-2, so 3e-2 of the largest output is the
+// bf16 tolerance used here. Instantiated only where CUDA is available.
+// ------------------------------------------------------------------------------------------
+
+constexpr double kBf16Tol = 3e-2;
+
+class GpuBf16 : public Parity {};
+
+TEST_P(GpuBf16, ForwardMatchesHFWithinBf16Tolerance) {
+  auto model = quartet::load_model(ref_->dir, ref_->head, torch::kBFloat16,
+                                   torch::Device(torch::kCUDA, 0));
+  model->eval();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const auto expected = ref_->get(output_key(ref_->head));
+  torch::Tensor out;
+  {
+    torch::NoGradGuard no_grad;
+    out = model->forward(ids.to(torch::kCUDA), mask.to(torch::kCUDA));
+  }
+  ASSERT_EQ(out.scalar_type(), torch::kBFloat16);
+  out = out.to(torch::kCPU, torch::kFloat);
+  if (ref_->head == Head::sequence_reward)
+    EXPECT_TRUE(close(out, expected, kBf16Tol));
+  else
+    EXPECT_TRUE(close(real_positions(out, mask), real_positions(expected, mask), kBf16Tol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuBf16,
+                         ::testing::ValuesIn(torch::cuda::is_available() ? reference_names()
+                                                                         : std::vector<std::string>{}),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuBf16);
 
 // ------------------------------------------------------------------------------------------
 // Whole-set checks.
