@@ -28,6 +28,11 @@ MPI="mpirun --oversubscribe --bind-to none"
   $MPI -np 4 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.mode=colocated \
     --set placement.actor=4 --set placement.critic=0 --set placement.reference=0 --set placement.reward=0
   echo "exit $?"
+  echo "== generate on 2 GPUs in bf16 (the tiny reference Llama of the parity tests)"
+  P=build-gpu/parity/generate
+  $MPI -np 2 build-gpu/quartet generate tests/decks/generate.deck --set model.actor.path=$P/model \
+    --set rollout.prompts=$P/prompts.jsonl --set model.actor.dtype=bfloat16 --set run.out=/tmp/gen-bf16
+  echo "exit $?"
   echo "== watchdog: the last rank never joins an NCCL all-reduce (must abort with a report)"
   timeout 120 $MPI -np 2 build-gpu/tests/mpi/watchdog_probe nccl
   echo "exit $?"
