@@ -220,8 +220,16 @@ class AttentionImpl : public torch::nn::Module {
       k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
       v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
     }
-    auto out = at::scaled_dot_product_attention(q, k, v, s.mask, 0.0, false,
-                                                1.0 / std::sqrt(static_cast<double>(hd)));
+    // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
+    // does (it upcasts q and k): GPT-J checkpoints were trained that way.
+    const bool fp32_attention = c_.family == Family::gptj && q.scalar_type() != torch::kFloat;
+    auto out = fp32_attention
+                   ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                      v.to(torch::kFloat), s.mask, 0.0, false,
+                                                      1.0 / std::sqrt(static_cast<double>(hd)))
+                         .to(q.scalar_type())
+                   : at::scaled_dot_product_attention(q, k, v, s.mask, 0.0, false,
+                                                      1.0 / std::sqrt(static_cast<double>(hd)));
     out = out.transpose(1, 2).reshape({B, T, nh * hd});
     return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
   }
