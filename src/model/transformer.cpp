@@ -222,7 +222,8 @@ class AttentionImpl : public torch::nn::Module {
     }
     // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
     // does (it upcasts q and k): GPT-J checkpoints were trained that way.
-    const bool fp32_attention = c_.family == Family::gptj && q.scalar_type() != torch::kFloat;
+    const bool fp32_attention = c_.family == Family::gptj && (q.scalar_type() == torch::kBFloat16 ||
+                                                               q.scalar_type() == torch::kHalf);
     auto out = fp32_attention
                    ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
                                                       v.to(torch::kFloat), s.mask, 0.0, false,
