@@ -15,16 +15,7 @@
 using namespace quartet;
 
 namespace {
-// The message of the Error that `f` throws, or "" if it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::string expected_prefix(int line) {
   return "rank " + std::to_string(test::world().rank()) + " (host " + log_host() + "), " +

@@ -19,21 +19,13 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/safetensors.hpp"
+#include "test_main.hpp"
 
 using namespace quartet;
 
 namespace {
 
-// The message of the quartet::Error that `f` throws, or "<no error>".
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using test::error_of;
 
 // Error messages start with "rank R (host H), file:line: "; the rest is what we compare.
 std::string tail_of(const std::string& msg, const std::string& expected) {

@@ -18,6 +18,7 @@
 #include "quartet/model/rotary.hpp"
 #include "quartet/model/safetensors.hpp"
 #include "quartet/model/transformer.hpp"
+#include "test_main.hpp"
 
 using namespace quartet;
 
@@ -35,15 +36,7 @@ std::string temp_dir(const std::string& name) {
   return std::string(t && *t ? t : "/tmp") + "/quartet_ti_" + std::to_string(getpid()) + "_" + name;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using quartet::test::error_of;
 ::testing::AssertionResult has_error(const char*, const char*, const std::string& got,
                                      const std::string& want) {
   if (got.find(want) != std::string::npos) return ::testing::AssertionSuccess();
