@@ -145,6 +145,15 @@ void read_rope(const Reader& r, ModelConfig& c, double default_theta, const char
   }
 }
 
+// The sizes that Llama-shaped and GPT-NeoX configs spell alike.
+void read_common_dims(const Reader& r, ModelConfig& c) {
+  c.vocab_size = r.req_int("vocab_size");
+  c.hidden_size = r.req_int("hidden_size");
+  c.num_layers = r.req_int("num_hidden_layers");
+  c.num_heads = r.req_int("num_attention_heads");
+  c.intermediate_size = r.req_int("intermediate_size");
+}
+
 void check_activation(const Reader& r, const char* key, const std::string& act) {
   for (const char* ok : {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
     if (act == ok) return;
@@ -201,11 +210,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   const std::string& t = c.model_type;
   if (t == "llama" || t == "mistral" || t == "qwen2") {
     c.family = Family::llama;
-    c.vocab_size = r.req_int("vocab_size");
-    c.hidden_size = r.req_int("hidden_size");
-    c.num_layers = r.req_int("num_hidden_layers");
-    c.num_heads = r.req_int("num_attention_heads");
-    c.intermediate_size = r.req_int("intermediate_size");
+    read_common_dims(r, c);
     c.num_kv_heads = r.opt_int("num_key_value_heads", c.num_heads);
     c.head_dim = r.opt_int("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
     c.max_positions = r.opt_int("max_position_embeddings",
@@ -267,11 +272,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     }
   } else {  // gpt_neox
     c.family = Family::gpt_neox;
-    c.vocab_size = r.req_int("vocab_size");
-    c.hidden_size = r.req_int("hidden_size");
-    c.num_layers = r.req_int("num_hidden_layers");
-    c.num_heads = r.req_int("num_attention_heads");
-    c.intermediate_size = r.req_int("intermediate_size");
+    read_common_dims(r, c);
     c.num_kv_heads = c.num_heads;
     c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
     c.max_positions = r.opt_int("max_position_embeddings", 2048);
