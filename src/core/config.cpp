@@ -1,5 +1,7 @@
 #include "quartet/core/config.hpp"
 
+#include <stdexcept>
+
 #include "quartet/core/files.hpp"
 
 namespace po = boost::program_options;
@@ -25,16 +27,40 @@ const po::options_description& deck_schema() {
       ("placement.reward", po::value<int>()->default_value(-1), "ranks for the reward model; 0 = none (rule reward)")
       ("dist.backend", po::value<std::string>()->default_value(dist.backend), "collectives inside a group: auto (nccl on GPUs, else mpi) | nccl | mpi")
       ("dist.device", po::value<std::string>()->default_value(dist.device), "auto (a GPU when there is one) | cuda | cpu")
-      ("dist.watchdog_timeout", po::value<double>()->default_value(dist.watchdog_timeout), "seconds a collective or exchange may stall before the job is aborted (> 0)");
+      ("dist.watchdog_timeout", po::value<double>()->default_value(dist.watchdog_timeout), "seconds a collective or exchange may stall before the job is aborted (> 0)")
+      ("dist.device_memory", po::value<std::string>()->default_value("auto"), "memory of one device for the plan: auto (ask the device) or bytes, e.g. 80GiB");
+    ModelSectionConfig m;
     for (const char* role : {"actor", "critic", "reference", "reward"}) {
       std::string sec = std::string("model.") + role;
+      auto key = [&](const char* k) { return sec + "." + k; };
       d.add_options()
-        ((sec + ".path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)")
-        ((sec + ".dtype").c_str(), po::value<std::string>()->default_value("float32"), "float32 | bfloat16 | float16");
+        (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
+        (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
+        (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
+        (key("layers").c_str(), po::value<int>()->default_value(m.layers), "random:<family>: transformer blocks")
+        (key("heads").c_str(), po::value<int>()->default_value(m.heads), "random:<family>: attention heads")
+        (key("kv_heads").c_str(), po::value<int>()->default_value(m.kv_heads), "random:<family>: key/value heads (0 = heads)")
+        (key("ffn").c_str(), po::value<int>()->default_value(m.ffn), "random:<family>: MLP width (0 = the family's default)")
+        (key("vocab").c_str(), po::value<int>()->default_value(m.vocab), "random:<family>: vocabulary (0 = the tokenizer's)")
+        (key("max_positions").c_str(), po::value<int>()->default_value(m.max_positions), "random:<family>: longest sequence")
+        (key("checkpointing").c_str(), po::value<bool>()->default_value(m.checkpointing), "activation checkpointing per block (true | false)")
+        (key("offload_optimizer").c_str(), po::value<bool>()->default_value(m.offload_optimizer), "master weights and AdamW moments in pinned host memory, step on the CPU")
+        (key("offload_params").c_str(), po::value<bool>()->default_value(m.offload_params), "parameter shards in pinned host memory")
+        (key("lr").c_str(), po::value<double>()->default_value(m.lr), "AdamW learning rate (> 0)")
+        (key("weight_decay").c_str(), po::value<double>()->default_value(m.weight_decay), "AdamW decoupled weight decay (>= 0; biases and norms excluded)");
     }
+    TrainConfig tr;
+    d.add_options()
+      ("train.micro_batch", po::value<int>()->default_value(tr.micro_batch), "sequences per forward/backward pass and rank (count, >= 1)")
+      ("train.max_grad_norm", po::value<double>()->default_value(tr.max_grad_norm), "clip the global gradient norm to this (0 = off)")
+      ("train.adam_beta1", po::value<double>()->default_value(tr.adam_beta1), "AdamW beta1, in [0, 1)")
+      ("train.adam_beta2", po::value<double>()->default_value(tr.adam_beta2), "AdamW beta2, in [0, 1)")
+      ("train.adam_eps", po::value<double>()->default_value(tr.adam_eps), "AdamW epsilon (> 0)")
+      ("train.reduce_dtype", po::value<std::string>()->default_value(tr.reduce_dtype), "gradient reduce-scatter precision: float32 | model");
     d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
+      ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
       ("rollout.temperature", po::value<double>()->default_value(ro.temperature), "sampling temperature (>= 0; 0 = greedy)")
       ("rollout.top_k", po::value<int>()->default_value(ro.top_k), "sample from the k likeliest tokens (count; 0 = off)")
@@ -43,6 +69,28 @@ const po::options_description& deck_schema() {
     return d;
   }();
   return schema;
+}
+
+std::uint64_t parse_bytes(const std::string& text) {
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ') t += ch;
+  if (t == "auto") return 0;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = t.substr(used);
+  struct { const char* name; double factor; } units[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& u : units)
+    if (used > 0 && unit == u.name && value > 0) return static_cast<std::uint64_t>(value * u.factor);
+  throw std::invalid_argument("'" + text + "' is not a size: write auto, or a positive number with an "
+                              "optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 80GiB");
 }
 
 namespace {
@@ -58,7 +106,7 @@ void require_one_of(const Deck& deck, const std::string& key, const std::string&
 }  // namespace
 
 Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}};
+  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.run.name = deck.get<std::string>("run.name");
   c.run.out = deck.get<std::string>("run.out");
   c.run.seed = deck.get<std::uint64_t>("run.seed");
@@ -80,12 +128,46 @@ Config load_config(const Deck& deck) {
   require_one_of(deck, "dist.device", c.dist.device, {"auto", "cuda", "cpu"});
   c.dist.watchdog_timeout = deck.get<double>("dist.watchdog_timeout");
   if (!(c.dist.watchdog_timeout > 0)) deck.fail("dist.watchdog_timeout", "must be > 0 seconds");
+  {
+    const std::string text = deck.get<std::string>("dist.device_memory");
+    try {
+      c.dist.device_memory = parse_bytes(text);
+    } catch (const std::invalid_argument& e) {
+      deck.fail("dist.device_memory", e.what());
+    }
+  }
   auto model = [&](const std::string& role, ModelSectionConfig& m) {
-    m.path = deck.get<std::string>("model." + role + ".path");
-    m.dtype = deck.get<std::string>("model." + role + ".dtype");
-    require_one_of(deck, "model." + role + ".dtype", m.dtype, {"float32", "bfloat16", "float16"});
-    if (!m.path.empty() && !is_directory(m.path))
-      deck.fail("model." + role + ".path", "is '" + m.path + "', which is not a directory");
+    const std::string sec = "model." + role + ".";
+    m.path = deck.get<std::string>(sec + "path");
+    m.dtype = deck.get<std::string>(sec + "dtype");
+    require_one_of(deck, sec + "dtype", m.dtype, {"float32", "bfloat16", "float16"});
+    const std::string random = "random:";
+    if (m.path.rfind(random, 0) == 0) {
+      const std::string what = m.path.substr(random.size());
+      const bool family = what == "llama" || what == "gpt2" || what == "gptj" || what == "gpt_neox";
+      if (!family && !is_regular_file(what))
+        deck.fail(sec + "path", "is '" + m.path + "': after random: comes a family (llama | gpt2 | "
+                                "gptj | gpt_neox) or a readable config.json, and '" + what + "' is neither");
+    } else if (!m.path.empty() && !is_directory(m.path)) {
+      deck.fail(sec + "path", "is '" + m.path + "', which is not a directory");
+    }
+    struct { const char* key; int* value; int min; } sizes[] = {
+        {"hidden", &m.hidden, 1}, {"layers", &m.layers, 1}, {"heads", &m.heads, 1},
+        {"kv_heads", &m.kv_heads, 0}, {"ffn", &m.ffn, 0}, {"vocab", &m.vocab, 0},
+        {"max_positions", &m.max_positions, 1}};
+    for (auto& s : sizes) {
+      *s.value = deck.get<int>(sec + s.key);
+      if (*s.value < s.min) deck.fail(sec + s.key, "must be at least " + std::to_string(s.min));
+    }
+    if (m.hidden % m.heads != 0) deck.fail(sec + "heads", "must divide " + sec + "hidden");
+    if (m.kv_heads && m.heads % m.kv_heads != 0) deck.fail(sec + "kv_heads", "must divide " + sec + "heads");
+    m.checkpointing = deck.get<bool>(sec + "checkpointing");
+    m.offload_optimizer = deck.get<bool>(sec + "offload_optimizer");
+    m.offload_params = deck.get<bool>(sec + "offload_params");
+    m.lr = deck.get<double>(sec + "lr");
+    if (!(m.lr > 0)) deck.fail(sec + "lr", "must be > 0");
+    m.weight_decay = deck.get<double>(sec + "weight_decay");
+    if (!(m.weight_decay >= 0)) deck.fail(sec + "weight_decay", "must be >= 0");
   };
   model("actor", c.actor);
   model("critic", c.critic);
@@ -97,6 +179,8 @@ Config load_config(const Deck& deck) {
     deck.fail("rollout.prompts", "is '" + c.rollout.prompts + "', which is not a readable file");
   c.rollout.batch = deck.get<int>("rollout.batch");
   if (c.rollout.batch < 1) deck.fail("rollout.batch", "must be at least 1");
+  c.rollout.max_prompt_tokens = deck.get<int>("rollout.max_prompt_tokens");
+  if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
   c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");
   if (c.rollout.max_new_tokens < 1) deck.fail("rollout.max_new_tokens", "must be at least 1");
   c.rollout.temperature = deck.get<double>("rollout.temperature");
@@ -106,6 +190,19 @@ Config load_config(const Deck& deck) {
   c.rollout.top_p = deck.get<double>("rollout.top_p");
   if (!(c.rollout.top_p > 0 && c.rollout.top_p <= 1)) deck.fail("rollout.top_p", "must be in (0, 1]");
   c.rollout.stop = split_list(deck.get<std::string>("rollout.stop"));
+
+  c.train.micro_batch = deck.get<int>("train.micro_batch");
+  if (c.train.micro_batch < 1) deck.fail("train.micro_batch", "must be at least 1");
+  c.train.max_grad_norm = deck.get<double>("train.max_grad_norm");
+  if (!(c.train.max_grad_norm >= 0)) deck.fail("train.max_grad_norm", "must be >= 0");
+  c.train.adam_beta1 = deck.get<double>("train.adam_beta1");
+  c.train.adam_beta2 = deck.get<double>("train.adam_beta2");
+  for (const char* k : {"train.adam_beta1", "train.adam_beta2"})
+    if (!(deck.get<double>(k) >= 0 && deck.get<double>(k) < 1)) deck.fail(k, "must be in [0, 1)");
+  c.train.adam_eps = deck.get<double>("train.adam_eps");
+  if (!(c.train.adam_eps > 0)) deck.fail("train.adam_eps", "must be > 0");
+  c.train.reduce_dtype = deck.get<std::string>("train.reduce_dtype");
+  require_one_of(deck, "train.reduce_dtype", c.train.reduce_dtype, {"float32", "model"});
 
   if (c.dist.backend == "nccl" && c.dist.device == "cpu")
     deck.fail("dist.backend", "is nccl, which needs GPUs, but dist.device is cpu");

@@ -419,6 +419,7 @@ struct TransformerImpl::Impl {
   torch::Tensor inv_freq;       // float32, CPU: the master copy
   torch::Tensor inv_freq_dev;   // the copy on the device of the last forward
   bool checkpointing = false;
+  BlockRunner runner;
 };
 
 TransformerImpl::TransformerImpl(const ModelConfig& config, Head head)
@@ -455,6 +456,14 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, Head head, const tor
 }
 
 void TransformerImpl::set_activation_checkpointing(bool on) { impl_->checkpointing = on; }
+
+void TransformerImpl::set_block_runner(BlockRunner runner) { impl_->runner = std::move(runner); }
+
+std::string TransformerImpl::block_prefix(int64_t layer) const {
+  QUARTET_CHECK(layer >= 0 && layer < config_.num_layers, "block_prefix: no layer " + std::to_string(layer));
+  const bool h = config_.family == Family::gpt2 || config_.family == Family::gptj;
+  return std::string(base_prefix(config_.family)) + (h ? ".h." : ".layers.") + std::to_string(layer) + ".";
+}
 
 KVCache TransformerImpl::make_cache(int64_t batch, int64_t max_len) const {
   QUARTET_CHECK(batch > 0 && max_len > 0, "make_cache: batch and max_len must be positive");
@@ -526,7 +535,10 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   const bool recompute = impl_->checkpointing && !cache && torch::GradMode::is_enabled();
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
-    if (recompute) {
+    if (impl_->runner) {
+      BlockFn fn = [block, step, i](const torch::Tensor& h) mutable { return block->forward(h, step, i); };
+      x = impl_->runner(i, fn, x);
+    } else if (recompute) {
       // The closure holds the block and this step's tables until backward has used them.
       auto fn = [block, step, i](const torch::Tensor& h) mutable { return block->forward(h, step, i); };
       x = checkpoint(fn, x, block->parameters());

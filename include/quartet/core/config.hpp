@@ -28,16 +28,38 @@ struct DistConfig {             // [dist]
   std::string backend = "auto";   // auto | nccl | mpi
   std::string device = "auto";    // auto | cuda | cpu
   double watchdog_timeout = 600;  // seconds a collective or exchange may take before abort
+  // Memory of one device in bytes, for the memory plan; 0 = ask the device (GPU) or the host
+  // (CPU runs: physical memory shared by the ranks of the node). Deck: "auto" or e.g. "80GiB".
+  std::uint64_t device_memory = 0;
 };
 
 struct ModelSectionConfig {     // [model.actor], [model.critic], [model.reference], [model.reward]
-  std::string path;             // a Hugging Face model directory ("" = not set)
-  std::string dtype = "float32";  // float32 | bfloat16 | float16
+  // A Hugging Face model directory; or random:FILE.json (that config.json, random weights); or
+  // random:<family> (llama | gpt2 | gptj | gpt_neox, random weights, sized by the keys below).
+  // "" = not set.
+  std::string path;
+  std::string dtype = "float32";  // float32 | bfloat16 | float16: parameters and compute
+  // Sizes of a random:<family> model (ignored otherwise).
+  int hidden = 64, layers = 2, heads = 4, kv_heads = 0 /* 0 = heads */, ffn = 0 /* 0 = family default */;
+  int vocab = 0 /* 0 = the tokenizer's (built-in demo: its character vocabulary) */, max_positions = 256;
+  bool checkpointing = false;     // activation checkpointing per block (recompute in backward)
+  bool offload_optimizer = false; // fp32 master weights and AdamW moments in pinned host memory, step on the CPU
+  bool offload_params = false;    // the compute-dtype parameter shards in pinned host memory
+  double lr = 1e-6;               // AdamW learning rate (trained roles: actor, critic)
+  double weight_decay = 0.0;      // AdamW decoupled weight decay (not applied to biases and norms)
+};
+
+struct TrainConfig {            // [train]
+  int micro_batch = 4;          // sequences per forward/backward pass and rank
+  double max_grad_norm = 1.0;   // clip the global gradient norm (0 = off)
+  double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
+  std::string reduce_dtype = "float32";  // gradients are reduce-scattered in: float32 | model (the model's dtype)
 };
 
 struct RolloutConfig {          // [rollout]
   std::string prompts;          // JSONL file, one {"prompt": "..."} per line
   int batch = 8;                // prompts per generation batch and rank
+  int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
   double temperature = 1.0;     // 0 = greedy
   int top_k = 0;                // 0 = off
@@ -52,7 +74,11 @@ struct Config {
   DistConfig dist;
   ModelSectionConfig actor, critic, reference, reward;
   RolloutConfig rollout;
+  TrainConfig train;
 };
+
+// "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
+std::uint64_t parse_bytes(const std::string& text);
 
 // Every key a deck may hold, with defaults, units and help.
 const boost::program_options::options_description& deck_schema();

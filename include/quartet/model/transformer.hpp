@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,16 @@ class TransformerImpl : public torch::nn::Module {
                                   KVCache* cache = nullptr);
   // Recompute each block's activations in backward instead of keeping them (saves memory).
   void set_activation_checkpointing(bool on);
+
+  // How block `layer` is run on the hidden states x: by default fn(x) directly (or checkpointed,
+  // see above). A sharded engine installs its own runner, which gathers the block's parameters
+  // around the call and reduce-scatters their gradients (shard/sharded_model.hpp); the runner
+  // then decides about checkpointing too. An empty runner restores the default.
+  using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
+  using BlockRunner = std::function<torch::Tensor(int64_t layer, const BlockFn& fn, const torch::Tensor& x)>;
+  void set_block_runner(BlockRunner runner);
+  // The Hugging Face name prefix of block `layer`'s parameters, e.g. "model.layers.3.".
+  std::string block_prefix(int64_t layer) const;
 
   const ModelConfig& config() const { return config_; }
   Head head() const { return head_; }
