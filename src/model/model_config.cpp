@@ -1,5 +1,6 @@
 #include "quartet/model/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -160,13 +161,43 @@ void check_activation(const Reader& r, const char* key, const std::string& act) 
   r.bad(key, "'" + act + "' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");
 }
 
-// A sliding window shorter than the positions the model accepts changes attention; quartet
-// does not implement it, so such a model is refused rather than run with the wrong mask.
-void check_window(const Reader& r, const ModelConfig& c, int64_t window) {
-  if (window < c.max_positions)
-    r.bad("sliding_window", std::to_string(window) + " is smaller than max_position_embeddings " +
-                                std::to_string(c.max_positions) +
-                                ": sliding-window attention is not supported");
+// A configured window must be a positive number of slots; null means none.
+int64_t read_window(const Reader& r, int64_t absent_default) {
+  if (!r.j.contains("sliding_window")) return absent_default;
+  if (r.j.at("sliding_window").is_null()) return 0;
+  const int64_t w = r.opt_int("sliding_window", 0);
+  if (w <= 0) r.bad("sliding_window", std::to_string(w) + " must be positive (null = no window)");
+  return w;
+}
+
+// Qwen2Config (transformers 5): the window counts only with use_sliding_window (default 4096);
+// layer_types names each layer's attention, and without it the layers from max_window_layers
+// (default 28) on slide. A sliding layer without a window is refused, as transformers does.
+void read_qwen2_window(const Reader& r, ModelConfig& c) {
+  const bool use = r.opt_bool("use_sliding_window", false);
+  c.sliding_window = use ? read_window(r, 4096) : 0;
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
+  if (r.present("layer_types")) {
+    const json& lt = r.j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_layers)
+      r.bad("layer_types", "must be a list of num_hidden_layers (" + std::to_string(c.num_layers) +
+                               ") entries, got " + lt.dump());
+    bool any = false;
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string v = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (v != "full_attention" && v != "sliding_attention")
+        r.bad("layer_types[" + std::to_string(i) + "]",
+              "'" + v + "' is not supported (full_attention, sliding_attention)");
+      c.sliding_layers[i] = v == "sliding_attention";
+      any = any || c.sliding_layers[i];
+    }
+    if (any && c.sliding_window == 0)
+      r.bad("layer_types", "names sliding_attention layers, but there is no window (use_sliding_window "
+                           "false or sliding_window null)");
+  } else if (c.sliding_window > 0) {
+    const int64_t first = r.opt_int("max_window_layers", 28);
+    for (int64_t i = std::max<int64_t>(first, 0); i < c.num_layers; ++i) c.sliding_layers[static_cast<size_t>(i)] = true;
+  }
 }
 
 }  // namespace
@@ -225,15 +256,10 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     } else {
       c.attention_bias = (t == "qwen2");  // Qwen2: q/k/v biases always, o_proj none; Mistral: none
     }
-    if (t == "mistral") {
-      if (!j.contains("sliding_window")) check_window(r, c, 4096);  // MistralConfig's default
-      else if (!j.at("sliding_window").is_null()) check_window(r, c, r.req_int("sliding_window"));
-    }
-    if (t == "qwen2" && r.opt_bool("use_sliding_window", false)) {
-      int64_t window = j.contains("sliding_window") ? r.opt_int("sliding_window", c.max_positions) : 4096;
-      int64_t first = r.opt_int("max_window_layers", 28);
-      if (first < c.num_layers) check_window(r, c, window);
-    }
+    // MistralModel slides every layer when sliding_window is set (4096 when the key is absent)
+    // and ignores layer_types; complete() marks the layers.
+    if (t == "mistral") c.sliding_window = read_window(r, 4096);
+    if (t == "qwen2") read_qwen2_window(r, c);
     c.bos_token_id = r.opt_token("bos_token_id");
     c.eos_token_id = r.opt_token("eos_token_id");
     read_rope(r, c, 10000.0, nullptr);
@@ -356,6 +382,19 @@ void ModelConfig::complete(const std::string& name) {
          "rope_scaling high_freq_factor must differ from low_freq_factor");
   }
   if (rt == "dynamic" && rope_scaling.original_max_positions == 0) rope_scaling.original_max_positions = max_positions;
+  need(sliding_window >= 0, "sliding_window must be positive (0 = no window)");
+  need(sliding_window == 0 || model_type == "mistral" || model_type == "qwen2",
+       "sliding-window attention exists only for mistral and qwen2 models");
+  if (sliding_layers.empty()) sliding_layers.assign(static_cast<size_t>(num_layers), sliding_window > 0);
+  need(static_cast<int64_t>(sliding_layers.size()) == num_layers,
+       "sliding_layers has " + std::to_string(sliding_layers.size()) + " entries for " +
+           std::to_string(num_layers) + " layers");
+  for (bool s : sliding_layers) {
+    need(!s || sliding_window > 0, "a layer is marked sliding but sliding_window is 0");
+    // MistralModel builds one mask for all layers: every layer slides or none does.
+    need(model_type != "mistral" || s == (sliding_window > 0),
+         "mistral slides every layer when it has a sliding_window (per-layer windows are qwen2's)");
+  }
   if (family == Family::gptj) parallel_residual = true;
   if (family == Family::gpt2) parallel_residual = false;
   for (const char* ok : {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
@@ -397,10 +436,21 @@ std::string ModelConfig::to_json(const std::string& architecture_name, const std
       j["attention_bias"] = attention_bias;
       j["mlp_bias"] = mlp_bias;
     }
-    if (model_type == "mistral") j["sliding_window"] = nullptr;
+    const json window = sliding_window > 0 ? json(sliding_window) : json(nullptr);
+    if (model_type == "mistral") j["sliding_window"] = window;
     if (model_type == "qwen2") {
-      j["use_sliding_window"] = false;
-      j["sliding_window"] = nullptr;
+      // layer_types is what transformers 5 reads; max_window_layers (the first sliding layer)
+      // is what older versions read, right whenever the sliding layers are the last ones.
+      int64_t first = num_layers;
+      json types = json::array();
+      for (size_t i = 0; i < sliding_layers.size(); ++i) {
+        if (sliding_layers[i] && first == num_layers) first = static_cast<int64_t>(i);
+        types.push_back(sliding_layers[i] ? "sliding_attention" : "full_attention");
+      }
+      j["use_sliding_window"] = sliding_window > 0;
+      j["sliding_window"] = window;
+      j["max_window_layers"] = first;
+      j["layer_types"] = types;
     }
     rope(j, false);
   } else if (family == Family::gpt2 || family == Family::gptj) {

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -146,6 +147,7 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
   torch::Tensor mask;       // [B, 1, T, S] bool, true = may attend
+  torch::Tensor sliding_mask;  // the same within the sliding window, for the layers that slide
   KVCache* cache = nullptr;
   int64_t past = 0;         // tokens already in the cache
 };
@@ -220,16 +222,17 @@ class AttentionImpl : public torch::nn::Module {
       k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
       v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
     }
+    const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
     // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
     // does (it upcasts q and k): GPT-J checkpoints were trained that way.
     const bool fp32_attention = c_.family == Family::gptj && (q.scalar_type() == torch::kBFloat16 ||
                                                                q.scalar_type() == torch::kHalf);
     auto out = fp32_attention
                    ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
-                                                      v.to(torch::kFloat), s.mask, 0.0, false,
+                                                      v.to(torch::kFloat), mask, 0.0, false,
                                                       1.0 / std::sqrt(static_cast<double>(hd)))
                          .to(q.scalar_type())
-                   : at::scaled_dot_product_attention(q, k, v, s.mask, 0.0, false,
+                   : at::scaled_dot_product_attention(q, k, v, mask, 0.0, false,
                                                       1.0 / std::sqrt(static_cast<double>(hd)));
     out = out.transpose(1, 2).reshape({B, T, nh * hd});
     return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
@@ -514,6 +517,18 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   auto self = k_slot.unsqueeze(0) == q_slot.unsqueeze(1);
   Step step;
   step.mask = (causal.unsqueeze(0) & (valid.unsqueeze(1) | self.unsqueeze(0))).unsqueeze(1);  // [B,1,T,S]
+  // Sliding layers see only keys fewer than sliding_window slots back, as HF's masking_utils
+  // (kv_idx > q_idx - window over cache slots; left padding sits before the real tokens, so
+  // slots and positions agree on distances). The cache keeps every slot; this mask limits it.
+  const auto& sl = c.sliding_layers;
+  if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
+    if (S <= c.sliding_window) {
+      step.sliding_mask = step.mask;  // no query is a window's length past any key
+    } else {
+      auto near = (q_slot.unsqueeze(1) - k_slot.unsqueeze(0)) < c.sliding_window;  // [T, S]
+      step.sliding_mask = step.mask & near.unsqueeze(0).unsqueeze(0);
+    }
+  }
   step.cache = cache;
   step.past = past;
 

@@ -16,8 +16,11 @@ beside it reference.safetensors with the inputs and HF's outputs:
   gen_tokens [B, 8]                        model.generate(greedy, 8 new tokens, no stop token)
   gen_logits [B, T + 8, V]                 plain forward over prompt + generated tokens
   gen_margin [1] float64                   smallest top-1 minus top-2 logit over all greedy steps
-and, where transformers 4 wrote the configuration differently (rotary settings), config_v4.json:
-the same model's config.json in the older layout (see write_v4_config).
+  {key}_hf_bf16                            only where CUDA is available: the same forward with
+                                           the model in bfloat16 on the GPU (HF's own bf16 error)
+and, where transformers 4 wrote the configuration differently (rotary settings, no layer_types),
+config_v4.json: the same model's config.json in the older layout (see write_v4_config).
+Also OUT/gptj6b_parameters.json: HF's parameter shapes for inputs/models/gpt-j-6b/config.json.
 
 The file's metadata names the model (name, family, model_type, head, architecture). Every
 parameter, norm weights and biases included, is re-drawn from the seeded generator so that no
@@ -29,6 +32,7 @@ and output (logits / values / scores). Each directory is loaded with the Auto cl
 which must build <architecture>; the outputs must agree to 1e-4 relative error at real
 positions. Prints "ok ..." or "FAIL ..." per directory; exit status 0 only if all agree.
 """
+import copy
 import json
 import os
 import sys
@@ -72,6 +76,14 @@ def configs():
     out["qwen2"] = ("qwen2", tf.Qwen2Config(
         **{k: v for k, v in common_llama.items()}, tie_word_embeddings=False,
         use_sliding_window=False))
+    # Sliding windows of 4 slots, shorter than the test sequences (up to 9 prompt + 8 generated
+    # tokens), so that the window changes every output past the fourth token. Mistral slides
+    # every layer; Qwen2 with max_window_layers=1 has layer_types [full, sliding].
+    out["mistral_sliding"] = ("mistral", tf.MistralConfig(
+        **{k: v for k, v in common_llama.items()}, tie_word_embeddings=False, sliding_window=4))
+    out["qwen2_sliding"] = ("qwen2", tf.Qwen2Config(
+        **{k: v for k, v in common_llama.items()}, tie_word_embeddings=False,
+        use_sliding_window=True, sliding_window=4, max_window_layers=1))
     out["gpt2"] = ("gpt2", tf.GPT2Config(
         vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=128,
         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -111,6 +123,7 @@ def plan():
         pairs.append((name, "token_value"))
         pairs.append((name, "sequence_reward"))
     pairs.append(("gptj", "sequence_reward"))  # HF has no GPTJForTokenClassification
+    pairs.append(("qwen2_sliding", "sequence_reward"))
     return pairs
 
 
@@ -234,10 +247,18 @@ def build_one(out_dir, name, model_type, config, head, seed):
         ref["gen_logits"] = head_output(model, "causal_lm", full, full_mask)
         ref["gen_margin"] = torch.tensor([margin], dtype=torch.float64)
 
-    d = os.path.join(out_dir, f"{name}_{head}")
-    model.save_pretrained(d)
     meta = {"name": name, "family": model_type, "model_type": model.config.model_type,
             "head": head, "architecture": cls.__name__}
+    if torch.cuda.is_available():
+        # HF's own bf16 error on this GPU: the yardstick of the C++ GpuBf16 suite.
+        m16 = copy.deepcopy(model).to(device="cuda", dtype=torch.bfloat16).eval()
+        out16 = head_output(m16, head, ids.cuda(), mask.cuda())
+        ref[f"{key}_hf_bf16"] = out16.float().cpu()
+        meta["bf16_device"] = torch.cuda.get_device_name(0)
+        del m16
+
+    d = os.path.join(out_dir, f"{name}_{head}")
+    model.save_pretrained(d)
     save_file({k: v.detach().clone().contiguous() for k, v in ref.items()}, os.path.join(d, "reference.safetensors"),
               metadata=meta)
     write_v4_config(d)
@@ -262,6 +283,10 @@ def write_v4_config(d):
     else:
         cfg["rope_theta"] = theta
     rope.pop("partial_rotary_factor", None)
+    # transformers 4 (before 4.53) wrote no layer_types: Qwen2 derived them from
+    # max_window_layers, which quartet must then do too.
+    if cfg["model_type"] == "qwen2":
+        cfg.pop("layer_types", None)
     if rope.get("rope_type", "default") != "default":
         rope["type"] = rope["rope_type"]
         cfg["rope_scaling"] = rope
@@ -270,6 +295,23 @@ def write_v4_config(d):
     cfg["transformers_version"] = "4.46.0"
     with open(os.path.join(d, "config_v4.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
+
+
+def write_gptj6b_parameters(out_dir):
+    """OUT/gptj6b_parameters.json: the parameters (name -> shape) and their total count of
+    GPTJForCausalLM built by transformers, on the meta device, from the repository's
+    inputs/models/gpt-j-6b/config.json: what the C++ side's meta-device model must match."""
+    import transformers as tf
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs", "models",
+                        "gpt-j-6b", "config.json")
+    cfg = tf.GPTJConfig.from_json_file(path)
+    with torch.device("meta"):
+        model = tf.GPTJForCausalLM(cfg)
+    shapes = {n: list(p.shape) for n, p in model.named_parameters()}
+    total = sum(p.numel() for p in model.parameters())
+    with open(os.path.join(out_dir, "gptj6b_parameters.json"), "w") as f:
+        json.dump({"config": os.path.abspath(path), "total": total, "shapes": shapes}, f, indent=1)
+    print(f"wrote gptj6b_parameters.json: {total} parameters in {len(shapes)} tensors", flush=True)
 
 
 def build(out_dir):
@@ -289,6 +331,7 @@ def build(out_dir):
         print(f"wrote {d} ({cfg.architectures[0]}, {sum(1 for _ in ref)} reference tensors){extra}",
               flush=True)
         written.append(os.path.basename(d))
+    write_gptj6b_parameters(out_dir)
     with open(os.path.join(out_dir, "versions.json"), "w") as f:
         json.dump({"torch": torch.__version__, "transformers": tf.__version__,
                    "safetensors": safetensors.__version__, "models": written}, f, indent=1)

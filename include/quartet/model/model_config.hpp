@@ -44,6 +44,12 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
   std::vector<int64_t> eos_token_ids;  // every id of a list-valued eos_token_id (eos_token_id = the first)
   double initializer_range = 0.02;      // std of the random initialisation
+  // Sliding-window attention (Mistral; Qwen2 with use_sliding_window): in a sliding layer a
+  // query sees the keys fewer than sliding_window cache slots behind it (HF's masking_utils:
+  // kv_idx > q_idx - sliding_window). 0 = no window. sliding_layers has one entry per layer;
+  // complete() fills an empty one with "every layer" when sliding_window > 0 (Mistral's rule).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
 
   // Throws quartet::Error naming the file and the key for a missing key, an unsupported
   // model_type or architecture, or values that do not fit together (hidden % heads, ...).
@@ -51,7 +57,7 @@ struct ModelConfig {
   static ModelConfig from_json_text(const std::string& text, const std::string& name);
 
   // Fills what a hand-built config may leave at 0 (num_kv_heads, head_dim, rotary_dim,
-  // intermediate_size, family from model_type) and checks that the numbers fit together;
+  // intermediate_size, family from model_type, sliding_layers) and checks that the numbers fit together;
   // throws quartet::Error naming `name`. from_json_* and the Transformer call it.
   void complete(const std::string& name = "model config");
   // config.json text as Hugging Face writes it for this family, with "architectures":
