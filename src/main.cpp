@@ -10,6 +10,7 @@
 #include "quartet/dist/selfcheck.hpp"
 #include "quartet/model/generate_command.hpp"
 #include "quartet/model/tokenize_command.hpp"
+#include "quartet/shard/plan_command.hpp"
 
 namespace {
 
@@ -32,6 +33,11 @@ const Command kCommands[] = {
       {{"decode", nullptr, "read token ids, print text"},
        {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
      nullptr, quartet::run_tokenize},
+    {{"plan", "the memory plan: bytes per role and rank against the device memory (no MPI, no GPU)",
+      "DECK",
+      {{"ranks", "N", "ranks of the job (default: the sum of the placement's counts; colocated decks need it)"},
+       {"ranks-per-node", "N", "ranks sharing a host, for the memory of CPU-only hosts (default: all)"}}},
+     nullptr, quartet::run_plan},
 };
 
 }  // namespace

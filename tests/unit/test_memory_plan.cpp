@@ -1,0 +1,355 @@
+// The memory plan: model resolution from the deck, exact parameter bytes against real models of
+// every family, sharding, offload, checkpointing, colocated against disjoint placement, and the
+// refusal of a deck that cannot fit with knobs that are checked to fit.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+#include <sstream>
+
+#include "quartet/core/config.hpp"
+#include "quartet/model/model_spec.hpp"
+#include "quartet/shard/memory_plan.hpp"
+#include "test_main.hpp"
+
+using namespace quartet;
+using quartet::test::error_of;
+
+namespace {
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return load_config(Deck("plan.deck", text, overrides, deck_schema()));
+}
+
+// A deck with every model random:<family> of the given sizes.
+std::string deck_text(const std::string& family, const std::string& placement, const std::string& extra = "",
+                      const std::string& sizes = "hidden = 64\nlayers = 3\nheads = 4\n") {
+  std::string t = "[placement]\n" + placement + "\n[dist]\ndevice_memory = 80GiB\n";
+  for (const char* role : {"actor", "critic", "reward"})
+    t += std::string("[model.") + role + "]\npath = random:" + family + "\n" + sizes;
+  return t + extra;
+}
+
+const RolePlan& role_plan(const MemoryPlan& p, int rank, Role role) {
+  for (const auto& r : p.ranks.at(static_cast<size_t>(rank)).roles)
+    if (r.role == role) return r;
+  throw std::runtime_error(std::string("rank ") + std::to_string(rank) + " holds no " + role_name(role));
+}
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Per-unit parameter counts of a real model on the CPU: root = everything outside the blocks.
+std::vector<int64_t> real_unit_counts(const ModelConfig& config, Head head, int64_t* total) {
+  Transformer model(config, head);
+  const int64_t L = model->config().num_layers;
+  std::vector<int64_t> n(static_cast<size_t>(L + 1), 0);
+  *total = 0;
+  for (const auto& p : model->parameters()) *total += p.numel();
+  for (const auto& item : model->named_parameters(true)) {
+    size_t unit = 0;
+    for (int64_t i = 0; i < L; ++i)
+      if (item.key().rfind(model->block_prefix(i), 0) == 0) unit = static_cast<size_t>(i + 1);
+    n[unit] += item.value().numel();
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(ModelSpec, ResolvesRolesHeadsAndDefaults) {
+  Config c = parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n"));
+  ModelSpec actor = resolve_model(c, Role::actor), ref = resolve_model(c, Role::reference);
+  EXPECT_EQ(actor.head, Head::causal_lm);
+  EXPECT_TRUE(actor.trained);
+  EXPECT_TRUE(actor.random);
+  EXPECT_EQ(actor.dir, "");
+  EXPECT_EQ(actor.config.hidden_size, 64);
+  EXPECT_EQ(actor.config.num_layers, 3);
+  EXPECT_EQ(actor.config.vocab_size, builtin_vocab_size());
+  EXPECT_EQ(builtin_vocab_size(), static_cast<int64_t>(std::string(kBuiltinAlphabet).size()) + 3);
+  // The reference has no path of its own: the actor's model, frozen.
+  EXPECT_EQ(ref.head, Head::causal_lm);
+  EXPECT_FALSE(ref.trained);
+  EXPECT_EQ(ref.config.hidden_size, 64);
+  EXPECT_EQ(resolve_model(c, Role::critic).head, Head::token_value);
+  EXPECT_EQ(resolve_model(c, Role::reward).head, Head::sequence_reward);
+  EXPECT_FALSE(resolve_model(c, Role::reward).trained);
+}
+
+TEST(ModelSpec, ReferenceTakesTheActorsDtypeUnlessGiven) {
+  const std::string t = "[model.actor]\npath = random:gpt2\ndtype = bfloat16\n";
+  EXPECT_EQ(resolve_model(parse(t), Role::reference).dtype, torch::kBFloat16);
+  EXPECT_EQ(resolve_model(parse(t + "[model.reference]\ndtype = float16\n"), Role::reference).dtype, torch::kFloat16);
+}
+
+TEST(ModelSpec, ErrorsNameTheDeckKey) {
+  Config none = parse("[placement]\nactor = 1\n");
+  EXPECT_NE(error_of([&] { resolve_model(none, Role::actor); }).find("plan.deck (default): model.actor.path is not set"),
+            std::string::npos)
+      << error_of([&] { resolve_model(none, Role::actor); });
+  EXPECT_NE(error_of([&] { resolve_model(none, Role::reference); }).find("model.reference.path"), std::string::npos);
+  EXPECT_FALSE(has_model(none, Role::reward));  // a rule reward
+  // A directory without config.json.
+  Config dir = parse("[model.actor]\npath = /tmp\n");
+  const std::string e = error_of([&] { resolve_model(dir, Role::actor); });
+  EXPECT_NE(e.find("plan.deck:2: model.actor.path"), std::string::npos) << e;
+  EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  // Sizes that do not fit together: grouped-query attention in a GPT-shaped model.
+  Config bad = parse("[model.actor]\npath = random:gpt2\nhidden = 64\nheads = 4\nkv_heads = 2\n");
+  const std::string g = error_of([&] { resolve_model(bad, Role::actor); });
+  EXPECT_NE(g.find("plan.deck:2: model.actor.path"), std::string::npos) << g;
+  EXPECT_NE(g.find("grouped-query attention"), std::string::npos) << g;
+}
+
+TEST(MemoryPlan, ParameterBytesAreExactForEveryFamily) {
+  for (const char* family : {"llama", "gpt2", "gptj", "gpt_neox"}) {
+    for (int W : {1, 3}) {
+      SCOPED_TRACE(std::string(family) + " W=" + std::to_string(W));
+      const std::string placement = "actor = " + std::to_string(W) + "\ncritic = 1\nreward = 1\n";
+      Config c = parse(deck_text(family, placement, "", "hidden = 48\nlayers = 3\nheads = 4\nvocab = 101\n"));
+      MemoryPlan p = make_memory_plan(c, W + 2);
+      for (Role role : {Role::actor, Role::critic, Role::reward}) {
+        const ModelSpec& spec = p.specs[static_cast<int>(role)];
+        int64_t total = 0;
+        auto real = real_unit_counts(spec.config, spec.head, &total);
+        EXPECT_EQ(p.unit_params[static_cast<int>(role)], real) << role_name(role);
+        int64_t sum = 0;
+        for (auto n : real) sum += n;
+        EXPECT_EQ(sum, total) << role_name(role);  // every parameter in exactly one unit
+        const int w = role == Role::actor ? W : 1;
+        int64_t shard = 0;
+        for (auto n : real) shard += round_up(n, 16 * w) / w;
+        const int rank = role == Role::actor ? 0 : role == Role::critic ? W : W + 1;
+        const RolePlan& rp = role_plan(p, rank, role);
+        EXPECT_EQ(rp.parameters, total);
+        EXPECT_EQ(rp.params, static_cast<uint64_t>(shard * 4));  // float32
+        if (role != Role::reward) {
+          EXPECT_EQ(rp.grads, static_cast<uint64_t>(shard * 4));
+          EXPECT_EQ(rp.master, 0u);  // float32: the parameters are the master weights
+          EXPECT_EQ(rp.moments, static_cast<uint64_t>(2 * shard * 4));
+        } else {
+          EXPECT_EQ(rp.grads + rp.master + rp.moments, 0u);
+        }
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, ClosedFormCountsOfGpt2AndLlama) {
+  // GPT-2, tied embeddings: wte V h + wpe P h + L (2 LN 4h + attn 4h^2 + 4h + mlp 8h^2 + 5h) + ln_f 2h.
+  const int64_t h = 32, L = 2, V = 50, P = 64;
+  Config g = parse("[placement]\nactor = 1\n[model.actor]\npath = random:gpt2\nhidden = 32\nlayers = 2\nheads = 2\nvocab = 50\nmax_positions = 64\n");
+  MemoryPlan pg = make_memory_plan(g, 1);
+  EXPECT_EQ(role_plan(pg, 0, Role::actor).parameters, V * h + P * h + L * (4 * h + 4 * h * h + 4 * h + 8 * h * h + 5 * h) + 2 * h);
+  // Llama, untied, GQA 4 heads / 2 kv heads, ffn 40: embed + head 2 V h + L (2h + h*h*2 + 2 h*h/2 + 3 h*ffn) + h.
+  Config l = parse("[placement]\nactor = 1\n[model.actor]\npath = random:llama\nhidden = 32\nlayers = 2\nheads = 4\nkv_heads = 2\nffn = 40\nvocab = 50\n");
+  MemoryPlan pl = make_memory_plan(l, 1);
+  EXPECT_EQ(role_plan(pl, 0, Role::actor).parameters, 2 * V * h + L * (2 * h + 2 * h * h + 2 * (h * h / 2) + 3 * h * 40) + h);
+  // bfloat16 parameters: half the bytes, and a float32 master copy of the shard.
+  MemoryPlan pb = make_memory_plan(parse("[placement]\nactor = 1\n[model.actor]\npath = random:gpt2\ndtype = bfloat16\n"), 1);
+  const RolePlan& b = role_plan(pb, 0, Role::actor);
+  EXPECT_EQ(b.master, 2 * b.params);
+  EXPECT_EQ(b.grads, 2 * b.params);
+}
+
+TEST(MemoryPlan, ShardingDividesThePersistentTerms) {
+  const std::string sizes = "hidden = 128\nlayers = 4\nheads = 4\nvocab = 1000\n";
+  MemoryPlan one = make_memory_plan(parse(deck_text("llama", "actor = 1\n", "", sizes)), 1);
+  MemoryPlan four = make_memory_plan(parse(deck_text("llama", "actor = 4\n", "", sizes)), 4);
+  const RolePlan& a1 = role_plan(one, 0, Role::actor);
+  for (int r = 0; r < 4; ++r) {
+    const RolePlan& a4 = role_plan(four, r, Role::actor);
+    EXPECT_EQ(a4.group_size, 4);
+    // Padding adds fewer than 16 * W elements per unit.
+    const uint64_t slack = 5 * 16 * 4 * 4;
+    for (auto [x1, x4] : {std::pair{a1.params, a4.params}, {a1.grads, a4.grads}, {a1.moments, a4.moments}}) {
+      EXPECT_GE(4 * x4, x1);
+      EXPECT_LE(4 * x4, x1 + slack);
+    }
+  }
+  // All four ranks have one plan, shown once as a range.
+  const std::string table = format_plan(four);
+  EXPECT_NE(table.find("0-3"), std::string::npos) << table;
+}
+
+TEST(MemoryPlan, OffloadMovesTermsToTheHost) {
+  Config base_c = parse(deck_text("gptj", "actor = 2\n") , {"model.actor.dtype=bfloat16"});
+  MemoryPlan base = make_memory_plan(base_c, 2);
+  MemoryPlan off = make_memory_plan(parse(deck_text("gptj", "actor = 2\n"),
+                                          {"model.actor.dtype=bfloat16", "model.actor.offload_optimizer=true"}),
+                                    2);
+  const RolePlan& b = role_plan(base, 0, Role::actor);
+  const RolePlan& o = role_plan(off, 0, Role::actor);
+  EXPECT_EQ(b.optimizer_at, Where::device);
+  EXPECT_EQ(o.optimizer_at, Where::host);
+  EXPECT_EQ(b.host, 0u);
+  EXPECT_EQ(o.host, o.master + o.moments + o.staging);
+  EXPECT_EQ(o.staging, o.grads);
+  ASSERT_EQ(b.phases.size(), o.phases.size());
+  for (size_t i = 0; i < b.phases.size(); ++i)
+    EXPECT_EQ(b.phases[i].device_bytes() - o.phases[i].device_bytes(), b.master + b.moments) << b.phases[i].name;
+
+  MemoryPlan par = make_memory_plan(parse(deck_text("gptj", "actor = 2\n"),
+                                          {"model.actor.dtype=bfloat16", "model.actor.offload_params=true"}),
+                                    2);
+  const RolePlan& p = role_plan(par, 0, Role::actor);
+  EXPECT_EQ(p.params_at, Where::host);
+  EXPECT_EQ(p.host, p.params);
+  for (size_t i = 0; i < b.phases.size(); ++i)  // the shard leaves; staging for two blocks may come
+    EXPECT_LT(par.ranks[0].roles[0].phases[i].device_bytes(), b.phases[i].device_bytes() + b.params);
+  EXPECT_LT(p.peak, b.peak);
+}
+
+TEST(MemoryPlan, CheckpointingLowersActivations) {
+  const std::string sizes = "hidden = 64\nlayers = 6\nheads = 4\n";
+  const std::string extra = "[rollout]\nmax_prompt_tokens = 96\nmax_new_tokens = 32\n";
+  for (const char* family : {"llama", "gpt2", "gptj", "gpt_neox"}) {
+    SCOPED_TRACE(family);
+    MemoryPlan plain = make_memory_plan(parse(deck_text(family, "actor = 1\ncritic = 1\n", extra, sizes)), 2);
+    MemoryPlan ckpt = make_memory_plan(parse(deck_text(family, "actor = 1\ncritic = 1\n", extra, sizes),
+                                             {"model.actor.checkpointing=true", "model.critic.checkpointing=true"}),
+                                       2);
+    for (auto [rank, role] : {std::pair{0, Role::actor}, {1, Role::critic}}) {
+      EXPECT_LT(role_plan(ckpt, rank, role).activations, role_plan(plain, rank, role).activations);
+      // More tokens per micro-batch, more activations.
+    }
+    MemoryPlan big = make_memory_plan(parse(deck_text(family, "actor = 1\ncritic = 1\n", extra, sizes),
+                                            {"train.micro_batch=8"}),
+                                      2);
+    EXPECT_GT(role_plan(big, 1, Role::critic).activations, role_plan(plain, 1, Role::critic).activations);
+  }
+}
+
+TEST(MemoryPlan, ColocatedHoldsEveryRoleAndParksTheIdle) {
+  MemoryPlan co = make_memory_plan(parse(deck_text("llama", "mode = colocated\n"), {"model.critic.dtype=bfloat16"}), 4);
+  MemoryPlan dis = make_memory_plan(parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n"),
+                                          {"model.critic.dtype=bfloat16"}),
+                                    4);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(co.ranks[static_cast<size_t>(rank)].roles.size(), 4u);
+    EXPECT_EQ(dis.ranks[static_cast<size_t>(rank)].roles.size(), 1u);
+    for (const auto& r : co.ranks[static_cast<size_t>(rank)].roles) EXPECT_EQ(r.group_size, 4);
+  }
+  // In the actor's generate phase the critic's parameter and gradient shards are parked on the
+  // host, its master weights and moments stay on the device; the frozen models are parked.
+  const RolePlan& actor = role_plan(co, 0, Role::actor);
+  ASSERT_EQ(actor.phases.front().name, "generate");
+  std::set<std::string> critic_device, critic_host, frozen_device;
+  for (const auto& t : actor.phases.front().terms) {
+    if (t.role == Role::critic) (t.where == Where::device ? critic_device : critic_host).insert(t.name);
+    if ((t.role == Role::reference || t.role == Role::reward) && t.where == Where::device) frozen_device.insert(t.name);
+  }
+  EXPECT_EQ(critic_host, (std::set<std::string>{"parameters", "gradients"}));
+  EXPECT_EQ(critic_device, (std::set<std::string>{"master", "moments"}));
+  EXPECT_TRUE(frozen_device.empty());
+  // Every role's phase also counts what the others keep on the device.
+  const RolePlan& critic = role_plan(co, 0, Role::critic);
+  EXPECT_GT(critic.peak, critic.params + critic.grads + critic.master + critic.moments + actor.master + actor.moments);
+}
+
+TEST(MemoryPlan, ADeckThatFitsPasses) {
+  MemoryPlan p = make_memory_plan(parse(deck_text("llama", "actor = 2\ncritic = 1\nreward = 1\n")), 4);
+  EXPECT_TRUE(p.fits());
+  EXPECT_NO_THROW(check_plan(p));
+  EXPECT_EQ(plan_problems(p), "");
+  EXPECT_NE(format_plan(p).find("fits"), std::string::npos);
+}
+
+namespace {
+
+// The --set arguments of one suggestion line: "--set a=1 --set b=2 (...)".
+std::vector<std::string> sets_of(const std::string& line) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = line.find("--set ", at)) != std::string::npos) {
+    at += 6;
+    size_t end = line.find(' ', at);
+    out.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(MemoryPlan, ADeckThatCannotFitNamesKnobsThatDo) {
+  // A 1B-parameter-class llama trained in float32 on one rank of a 12 GiB device: parameters,
+  // gradients and moments alone take 16 bytes a parameter.
+  const std::string sizes = "hidden = 2048\nlayers = 16\nheads = 16\nvocab = 32000\n";
+  const std::string text = "[placement]\nactor = 1\nreference = 1\n[dist]\ndevice_memory = 12GiB\n"
+                           "[model.actor]\npath = random:llama\n" + sizes +
+                           "[rollout]\nbatch = 4\nmax_prompt_tokens = 128\nmax_new_tokens = 64\n";
+  MemoryPlan p = make_memory_plan(parse(text), 2);
+  ASSERT_FALSE(p.fits()) << format_plan(p);
+  const RolePlan& a = role_plan(p, 0, Role::actor);
+  EXPECT_GT(a.params + a.grads + a.moments, p.usable);  // the premise: persistent state alone overflows
+  const std::string e = error_of([&] { check_plan(p); });
+  EXPECT_NE(e.find("the actor on rank 0 does not fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("usable of 12.00 GiB"), std::string::npos) << e;
+  EXPECT_NE(e.find("largest terms: moments"), std::string::npos) << e;
+  // Every knob suggested must really make it fit; offloading the optimizer is one of them.
+  EXPECT_NE(e.find("model.actor.offload_optimizer=true"), std::string::npos) << e;
+  int suggestions = 0;
+  std::istringstream lines(e);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("    --", 0) != 0) continue;
+    auto sets = sets_of(line);
+    int world = 2;
+    if (line.find("--set placement.actor=") != std::string::npos)
+      for (const auto& s : sets)
+        if (s.rfind("placement.actor=", 0) == 0) world = std::stoi(s.substr(16)) + 1;
+    MemoryPlan q = make_memory_plan(parse(text, sets), world);
+    EXPECT_TRUE(q.fits()) << line << "\n" << format_plan(q);
+    ++suggestions;
+  }
+  EXPECT_GE(suggestions, 1) << e;
+}
+
+TEST(MemoryPlan, NothingFitsSaysSo) {
+  // 600 MiB of device memory leaves almost nothing after the CUDA context.
+  const std::string text = "[placement]\nactor = 1\n[dist]\ndevice_memory = 600MiB\n"
+                           "[model.actor]\npath = random:gpt2\nhidden = 1024\nlayers = 4\nheads = 8\nvocab = 50000\n";
+  const std::string e = error_of([&] { check_plan(make_memory_plan(parse(text), 1)); });
+  EXPECT_NE(e.find("does not fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("nothing tried fits"), std::string::npos) << e;
+}
+
+TEST(MemoryPlan, ColocatedKnobsCanAskForMoreRanks) {
+  const std::string sizes = "hidden = 1024\nlayers = 8\nheads = 8\nvocab = 32000\n";
+  const std::string text = "[placement]\nmode = colocated\nreward = 0\n[dist]\ndevice_memory = 3GiB\n"
+                           "[model.actor]\npath = random:llama\n" + sizes + "[model.critic]\npath = random:llama\n" + sizes;
+  MemoryPlan p = make_memory_plan(parse(text), 1);
+  ASSERT_FALSE(p.fits());
+  const std::string e = plan_problems(p);
+  const size_t at = e.find("    --ranks ");  // a suggestion on its own: more ranks alone
+  ASSERT_NE(at, std::string::npos) << e;
+  const int n = std::stoi(e.substr(at + 12));
+  EXPECT_GT(n, 1);
+  EXPECT_TRUE(make_memory_plan(parse(text), n).fits()) << format_plan(make_memory_plan(parse(text), n));
+  EXPECT_FALSE(make_memory_plan(parse(text), n - 1).fits());
+}
+
+TEST(MemoryPlan, FoundingDeckIsGptJ6B) {
+  const char* src = std::getenv("QUARTET_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "ctest sets QUARTET_SOURCE_DIR";
+  const std::string dir = src;
+  Config c = load_config(Deck::from_file(dir + "/inputs/founding.deck", {}, deck_schema()));
+  MemoryPlan p = make_memory_plan(c, 8);
+  // GPT-J-6B in Hugging Face's layout: wte and lm_head (with bias) V h each, per block one
+  // LayerNorm 2h, q/k/v/out 4h^2 without bias, fc_in h f + f, fc_out f h + h; ln_f 2h.
+  const int64_t V = 50400, h = 4096, f = 16384, L = 28;
+  const int64_t gptj6b = 2 * V * h + V + L * (2 * h + 4 * h * h + 2 * h * f + f + h) + 2 * h;
+  EXPECT_EQ(gptj6b, 6050882784);  // 6.05B
+  EXPECT_EQ(role_plan(p, 0, Role::actor).parameters, gptj6b);
+  EXPECT_EQ(role_plan(p, 6, Role::reference).parameters, gptj6b);
+  // The critic: no LM head, a [1, h] score with bias; the reward: a [1, h] score without.
+  EXPECT_EQ(role_plan(p, 4, Role::critic).parameters, gptj6b - V * h - V + h + 1);
+  EXPECT_EQ(role_plan(p, 7, Role::reward).parameters, gptj6b - V * h - V + h);
+  // The deck's random:gptj sizes are those of inputs/models/gpt-j-6b/config.json.
+  const std::string json = dir + "/inputs/models/gpt-j-6b/config.json";
+  const ModelConfig real = ModelConfig::from_json_file(json);
+  for (Role r : {Role::actor, Role::critic, Role::reward})
+    EXPECT_EQ(p.unit_params[static_cast<int>(r)], unit_parameter_counts(real, head_of(r))) << role_name(r);
+  // Eight A100-40GB: the trained models do not fit as they are.
+  EXPECT_FALSE(p.fits());
+}
