@@ -61,14 +61,29 @@ void Collectives::check_reduction(const char* op, const torch::Tensor& t, Reduce
 void Collectives::all_gather(const torch::Tensor& in, const torch::Tensor& out) {
   check_pair("all_gather", in, out, /*gathers=*/true);
   ++sequence_;
-  do_all_gather(in, out, describe("all_gather", &in));
+  do_all_gather(in, out, describe("all_gather", &in), /*defer=*/false);
+}
+
+Pending Collectives::all_gather_async(const torch::Tensor& in, const torch::Tensor& out) {
+  check_pair("all_gather", in, out, /*gathers=*/true);
+  ++sequence_;
+  return do_all_gather(in, out, describe("all_gather", &in), /*defer=*/true);
 }
 
 void Collectives::reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op) {
   check_pair("reduce_scatter", in, out, /*gathers=*/false);
   check_reduction("reduce_scatter", in, op);
   ++sequence_;
-  do_reduce_scatter(in, out, op, describe("reduce_scatter", &in, reduce_op_name(op)));
+  do_reduce_scatter(in, out, op, describe("reduce_scatter", &in, reduce_op_name(op)), /*defer=*/false);
+}
+
+Pending Collectives::reduce_scatter_async(const torch::Tensor& in, const torch::Tensor& out,
+                                          ReduceOp op) {
+  check_pair("reduce_scatter", in, out, /*gathers=*/false);
+  check_reduction("reduce_scatter", in, op);
+  ++sequence_;
+  return do_reduce_scatter(in, out, op, describe("reduce_scatter", &in, reduce_op_name(op)),
+                           /*defer=*/true);
 }
 
 void Collectives::all_reduce(const torch::Tensor& t, ReduceOp op) {

@@ -53,22 +53,23 @@ class MpiCollectives final : public Collectives {
   torch::Device device() const override { return torch::Device(torch::kCPU); }
 
  protected:
-  void do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
-                     const std::string& what) override {
+  Pending do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
+                        const std::string& what, bool /*defer: MPI blocks*/) override {
     auto w = watch(what);
     ElementType e(in);
     MPI_CHECK(MPI_Allgather(in.data_ptr(), count_of(in, what), e.get(), out.data_ptr(),
                             count_of(in, what), e.get(), comm_));
+    return {};
   }
 
-  void do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
-                         const std::string& what) override {
+  Pending do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
+                            const std::string& what, bool /*defer: MPI blocks*/) override {
     auto w = watch(what);
     if (native_type(in.scalar_type()) != MPI_DATATYPE_NULL) {
       MPI_CHECK(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out, what),
                                          native_type(in.scalar_type()), MPI_SUM, comm_));
       if (op == ReduceOp::avg) out.div_(size());
-      return;
+      return {};
     }
     check_reducible(in, what);
     auto in32 = in.to(torch::kFloat);
@@ -77,6 +78,7 @@ class MpiCollectives final : public Collectives {
                                        MPI_FLOAT, MPI_SUM, comm_));
     if (op == ReduceOp::avg) out32.div_(size());
     out.copy_(out32.view(out.sizes()));
+    return {};
   }
 
   void do_all_reduce(const torch::Tensor& t, ReduceOp op, const std::string& what) override {

@@ -69,18 +69,18 @@ class NcclCollectives final : public Collectives {
   }
 
  protected:
-  void do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
-                     const std::string& what) override {
-    run(what, {in, out}, [&](cudaStream_t s) {
+  Pending do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
+                        const std::string& what, bool defer) override {
+    return run(what, {in, out}, defer, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), count(in), nccl_type(in.scalar_type(), what),
                                comm_, s));
     });
   }
 
-  void do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
-                         const std::string& what) override {
+  Pending do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
+                            const std::string& what, bool defer) override {
     check_reducible(in, what);
-    run(what, {in, out}, [&](cudaStream_t s) {
+    return run(what, {in, out}, defer, [&](cudaStream_t s) {
       NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), count(out),
                                    nccl_type(in.scalar_type(), what), nccl_op(op), comm_, s));
     });
@@ -88,14 +88,14 @@ class NcclCollectives final : public Collectives {
 
   void do_all_reduce(const torch::Tensor& t, ReduceOp op, const std::string& what) override {
     check_reducible(t, what);
-    run(what, {t}, [&](cudaStream_t s) {
+    run(what, {t}, false, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), count(t),
                                nccl_type(t.scalar_type(), what), nccl_op(op), comm_, s));
     });
   }
 
   void do_broadcast(const torch::Tensor& t, int root, const std::string& what) override {
-    run(what, {t}, [&](cudaStream_t s) {
+    run(what, {t}, false, [&](cudaStream_t s) {
       NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), count(t),
                                nccl_type(t.scalar_type(), what), root, comm_, s));
     });
@@ -104,7 +104,7 @@ class NcclCollectives final : public Collectives {
   void do_barrier(const std::string& what) override {
     // NCCL has no barrier: a one-element all-reduce that the host waits for.
     auto one = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat).device(device_));
-    run(what, {one}, [&](cudaStream_t s) {
+    run(what, {one}, false, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, comm_, s));
     });
     synchronize();
@@ -117,9 +117,10 @@ class NcclCollectives final : public Collectives {
   }
 
   // Queue one collective on the group's stream, ordered after the compute stream's work and
-  // before anything the compute stream does next.
+  // before anything the compute stream does next (defer: only once the Pending is waited for).
   template <class F>
-  void run(const std::string& what, std::initializer_list<torch::Tensor> tensors, F&& enqueue) {
+  Pending run(const std::string& what, std::initializer_list<torch::Tensor> tensors, bool defer,
+              F&& enqueue) {
     c10::cuda::CUDAGuard guard(device_);
     auto compute = c10::cuda::getCurrentCUDAStream(device_.index());
     at::cuda::CUDAEvent ready;
@@ -136,7 +137,6 @@ class NcclCollectives final : public Collectives {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     auto done = std::make_shared<at::cuda::CUDAEvent>();
     done->record(stream_);
-    done->block(compute);
     if (watchdog()) {
       int dev = device_.index();
       watchdog()->watch_until(what, [done, dev] {
@@ -144,6 +144,12 @@ class NcclCollectives final : public Collectives {
         return done->query();
       });
     }
+    if (!defer) {
+      done->block(compute);
+      return {};
+    }
+    const int dev = device_.index();
+    return Pending([done, dev] { done->block(c10::cuda::getCurrentCUDAStream(dev)); });
   }
 
   torch::Device device_;

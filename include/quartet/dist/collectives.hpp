@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,12 +22,36 @@ namespace quartet {
 enum class ReduceOp { sum, avg };
 const char* reduce_op_name(ReduceOp op);
 
+// A collective that the compute stream has not been made to wait for yet (NCCL): wait() orders
+// the current stream after it; the host never blocks. On MPI the collective has finished when
+// the call returns and wait() does nothing. Dropping an unwaited Pending is allowed: the
+// caching allocator still keeps its tensors until the collective has run.
+class Pending {
+ public:
+  Pending() = default;
+  explicit Pending(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() {
+    if (!wait_) return;
+    auto w = std::move(wait_);
+    wait_ = nullptr;
+    w();
+  }
+  bool pending() const { return static_cast<bool>(wait_); }
+
+ private:
+  std::function<void()> wait_;
+};
+
 class Collectives {
  public:
   virtual ~Collectives() = default;
 
   void all_gather(const torch::Tensor& in, const torch::Tensor& out);
   void reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op);
+  // The same, overlapping with the compute that follows: the sharded engine prefetches the next
+  // block's parameters and reduce-scatters gradients this way. Call wait() before reading `out`.
+  Pending all_gather_async(const torch::Tensor& in, const torch::Tensor& out);
+  Pending reduce_scatter_async(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op);
   void all_reduce(const torch::Tensor& tensor, ReduceOp op);
   void broadcast(const torch::Tensor& tensor, int root);
   void barrier();
@@ -46,10 +71,11 @@ class Collectives {
   std::string describe(const char* op, const torch::Tensor* t, const char* extra = "");
   Watchdog* watchdog() const { return watchdog_; }
 
-  virtual void do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
-                             const std::string& what) = 0;
-  virtual void do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
-                                 const std::string& what) = 0;
+  // defer = false: the compute stream waits for the collective before returning Pending{}.
+  virtual Pending do_all_gather(const torch::Tensor& in, const torch::Tensor& out,
+                                const std::string& what, bool defer) = 0;
+  virtual Pending do_reduce_scatter(const torch::Tensor& in, const torch::Tensor& out, ReduceOp op,
+                                    const std::string& what, bool defer) = 0;
   virtual void do_all_reduce(const torch::Tensor& t, ReduceOp op, const std::string& what) = 0;
   virtual void do_broadcast(const torch::Tensor& t, int root, const std::string& what) = 0;
   virtual void do_barrier(const std::string& what) = 0;

@@ -1,0 +1,59 @@
+#pragma once
+// AdamW over a ShardedModel's shards: each rank updates only the elements it owns. The float32
+// master weights and both moments exist only as shards (on the device, or in pinned host memory
+// with the step on the CPU when offloaded, as DeepSpeed's offload_optimizer does). Gradients
+// are clipped by the global norm over every shard of the group. After the step the master
+// shards are cast into the model's compute-dtype parameter shards.
+//
+// The update is torch.optim.AdamW's, in its order (decoupled decay, bias-corrected moments,
+// eps added after the square root), applied with weight decay to matrices only.
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "quartet/model/safetensors.hpp"
+#include "quartet/shard/sharded_model.hpp"
+
+namespace quartet {
+
+struct AdamWOptions {
+  double lr = 1e-6;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;  // 0 = no clipping
+  bool offload = false;        // master weights and moments in host memory, step on the CPU
+};
+
+class ShardedAdamW {
+ public:
+  ShardedAdamW(ShardedModel& model, const AdamWOptions& options);
+
+  // One update with learning rate `lr` from the accumulated gradient shards. Returns the
+  // global gradient norm before clipping. Collective over the model's group.
+  double step(double lr);
+  double step() { return step(options_.lr); }
+  int64_t steps() const { return steps_; }
+
+  // The optimizer state as complete tensors under the parameters' HF names, suffixed
+  // ".master", ".exp_avg", ".exp_avg_sq" (float32, CPU), plus the step count: what a
+  // checkpoint stores, independent of the group size. Collective.
+  NamedTensors full_state();
+  // The reverse: every rank takes its slices. Missing or misshapen tensors are named.
+  void load_full_state(const NamedTensors& state, int64_t steps);
+
+  // Bytes of optimizer state this rank holds (master + moments), and where.
+  int64_t state_bytes() const;
+  bool offloaded() const { return options_.offload; }
+
+ private:
+  ShardedModel& model_;
+  AdamWOptions options_;
+  int64_t steps_ = 0;
+  bool own_master_;                   // false: the float32 parameter shards are the masters
+  std::vector<torch::Tensor> master_, exp_avg_, exp_avg_sq_, grad_host_;
+  // Per unit, the [begin, count) ranges of this rank's shard that get weight decay.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> decay_;
+};
+
+}  // namespace quartet

@@ -1,0 +1,138 @@
+#pragma once
+// One Transformer sharded over its model group, ZeRO-3 / FSDP style.
+//
+// Every rank keeps only its shard of each unit (flat_layout.hpp) in the compute dtype. The
+// module's parameters are views into one full-size buffer per unit whose memory exists only
+// while the unit is gathered:
+//   forward   root gathered for the whole pass; block i gathered before it runs (block i + 1's
+//             all-gather is issued first, so it overlaps block i's compute), freed after;
+//   backward  block i re-gathered (block i - 1 prefetched), its gradients computed, flattened and
+//             reduce-scattered (averaged over the group) into this rank's float32 gradient
+//             shard while backward goes on; freed again; the root's gradients last.
+// With activation checkpointing the block's forward keeps no activations and is recomputed in
+// backward. Frozen models (reference, reward) are sharded the same way without gradients.
+// The master weights and optimizer moments live in ShardedAdamW (sharded_adamw.hpp).
+//
+// Training a micro-batch is `auto out = model.forward(ids, mask); model.backward(loss(out));`.
+// backward() must be used instead of loss.backward(): it finishes the root's gradients and
+// waits for the outstanding reduce-scatters. Gradients accumulate over micro-batches until
+// zero_grad().
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/dist/collectives.hpp"
+#include "quartet/model/safetensors.hpp"
+#include "quartet/model/transformer.hpp"
+#include "quartet/shard/flat_layout.hpp"
+
+namespace quartet {
+
+struct ShardOptions {
+  torch::ScalarType dtype = torch::kFloat32;  // parameters and compute
+  bool trainable = true;        // gradients are kept (actor, critic) or not (reference, reward)
+  bool checkpointing = false;   // activation checkpointing per block
+  bool offload_params = false;  // parameter shards in (pinned) host memory between uses
+  bool reduce_fp32 = true;      // gradients reduce-scattered in float32 (else in `dtype`)
+};
+
+// Values for the shards: elements [begin, begin + count) of parameter `name` (shape `shape`)
+// flattened, as a 1-D tensor of any dtype and device. Asked once per parameter and rank, for
+// the rank's slice only, so a rank reads no more than it keeps.
+using ParamSource = std::function<torch::Tensor(const std::string& name, const std::vector<int64_t>& shape,
+                                                int64_t begin, int64_t count)>;
+// From complete tensors by name (e.g. an unsharded model's hf_state()).
+ParamSource source_from_state(const NamedTensors& state);
+// From a Hugging Face checkpoint, with the names Transformer::load_hf accepts (memory-mapped:
+// only the slices read are touched). A missing tensor or shape mismatch names both.
+ParamSource source_from_checkpoint(std::shared_ptr<SafetensorsCheckpoint> checkpoint,
+                                   const ModelConfig& config, Head head);
+// Hugging Face's random initialisation (normal(0, initializer_range) for matrices, ones for
+// norm weights, zeros for biases, a zero padding row for Llama's embedding), the same on every
+// rank for a seed: each parameter is drawn whole on `device` from its own seeded generator.
+ParamSource source_random(const ModelConfig& config, std::uint64_t seed, torch::Device device);
+
+class ShardedModel {
+ public:
+  // `group` must outlive the model. Collective over the group.
+  ShardedModel(const ModelConfig& config, Head head, Collectives& group, const ShardOptions& options,
+               const ParamSource& source);
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  // The head's output (Transformer::forward). With grad mode on and a trainable model, the
+  // root stays gathered until backward().
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // loss.backward(), then the root's gradients, then every reduce-scatter awaited.
+  void backward(const torch::Tensor& loss);
+  void zero_grad();
+
+  // Hybrid engine: every unit gathered and kept until release_full() (generation, scoring of
+  // many batches). The module then runs like an unsharded one.
+  void gather_full();
+  void release_full();
+  // Colocated placement: the parameter shards move to (pinned) host memory and back.
+  void park();
+  void unpark();
+  bool parked() const { return parked_; }
+
+  // Every parameter gathered, on the CPU in the compute dtype, under its HF name. Collective.
+  NamedTensors full_state();
+
+  Transformer& module() { return model_; }
+  const ModelConfig& config() const { return model_->config(); }
+  Collectives& group() { return group_; }
+  const ShardOptions& options() const { return options_; }
+  const std::vector<UnitLayout>& layout() const { return layout_; }
+  torch::Device device() const { return device_; }
+  // This rank's shards, per unit: parameters (compute dtype) and gradients (float32).
+  std::vector<torch::Tensor>& param_shards() { return shards_; }
+  std::vector<torch::Tensor>& grad_shards() { return grads_; }
+
+  // Called by the block runner (sharded_model.cpp); not for users.
+  struct Internals;
+
+ private:
+  enum class State { freed, in_flight, ready };
+  void gather(size_t unit);        // start (or finish) the unit's all-gather
+  void ensure(size_t unit);        // gathered and safe to read on the current stream
+  void release(size_t unit);       // free the full buffer (unless kept)
+  bool kept(size_t unit) const;
+  std::vector<torch::Tensor> unit_params(size_t unit) const;
+  void reduce_gradients(size_t unit, const std::vector<torch::Tensor>& grads);
+  void finish_gradients();
+  torch::Tensor run_block(int64_t layer, const TransformerImpl::BlockFn& fn, const torch::Tensor& x);
+
+  Collectives& group_;
+  ShardOptions options_;
+  torch::Device device_;
+  Transformer model_{nullptr};
+  std::vector<UnitLayout> layout_;
+  std::vector<std::vector<torch::Tensor>> params_;  // the module's parameters per unit, layout order
+  std::vector<torch::Tensor> full_;    // per unit: the full flat buffer the parameters view
+  std::vector<torch::Tensor> shards_;  // per unit: this rank's shard (device, or host if offloaded)
+  std::vector<torch::Tensor> grads_;   // per unit: float32 gradient shard (trainable only)
+  std::vector<torch::Tensor> parked_shards_;
+  std::vector<State> state_;
+  std::vector<Pending> gathers_;
+  std::vector<bool> grad_fresh_;       // no gradient accumulated since zero_grad()
+  struct Reduction {
+    Pending pending;
+    torch::Tensor out;   // reduce-scatter output
+    size_t unit;
+    bool add;            // out must still be added to the gradient shard
+  };
+  std::vector<Reduction> reductions_;
+  bool resident_ = false;  // one rank and no offload: full buffers are the shards, never freed
+  bool full_kept_ = false;
+  bool root_held_ = false;
+  bool parked_ = false;
+
+  friend struct Internals;
+};
+
+}  // namespace quartet

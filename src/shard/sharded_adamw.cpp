@@ -1,0 +1,150 @@
+#include "quartet/shard/sharded_adamw.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+
+namespace {
+
+torch::Tensor state_empty(int64_t n, torch::Device device, bool host) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  if (host) return torch::zeros({n}, device.is_cuda() ? opts.pinned_memory(true) : opts);
+  return torch::zeros({n}, opts.device(device));
+}
+
+}  // namespace
+
+ShardedAdamW::ShardedAdamW(ShardedModel& model, const AdamWOptions& options) : model_(model), options_(options) {
+  QUARTET_CHECK(model.options().trainable, "ShardedAdamW: the model is frozen (no gradients)");
+  const auto& layout = model.layout();
+  const auto& shards = model.param_shards();
+  const bool host = options.offload && model.device().is_cuda();
+  // A float32 model whose parameter shards sit where the optimizer state does needs no
+  // separate master copy.
+  own_master_ = model.options().dtype != torch::kFloat32 || options.offload || model.options().offload_params;
+  torch::NoGradGuard no_grad;
+  const int64_t rank = model.group().rank();
+  for (size_t u = 0; u < layout.size(); ++u) {
+    const int64_t n = layout[u].shard;
+    if (own_master_) {
+      master_.push_back(state_empty(n, model.device(), host));
+      master_.back().copy_(shards[u]);
+    } else {
+      master_.push_back(shards[u]);
+    }
+    exp_avg_.push_back(state_empty(n, model.device(), host));
+    exp_avg_sq_.push_back(state_empty(n, model.device(), host));
+    if (host) grad_host_.push_back(state_empty(n, model.device(), true));
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    const int64_t begin = rank * n, end = begin + n;
+    for (const auto& p : layout[u].params) {
+      if (!p.decay) continue;
+      int64_t lo = 0, hi = 0;
+      UnitLayout::overlap(p, begin, end, &lo, &hi);
+      if (lo < hi) ranges.emplace_back(lo - begin, hi - lo);
+    }
+    decay_.push_back(std::move(ranges));
+  }
+}
+
+double ShardedAdamW::step(double lr) {
+  torch::NoGradGuard no_grad;
+  auto& grads = model_.grad_shards();
+  auto& shards = model_.param_shards();
+
+  // Global norm: every element of the model sits in exactly one rank's shard.
+  auto sq = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(model_.device()));
+  for (const auto& g : grads) sq += g.pow(2).sum();
+  model_.group().all_reduce(sq, ReduceOp::sum);
+  const double norm = std::sqrt(sq.item<double>());
+  QUARTET_CHECK(std::isfinite(norm), "ShardedAdamW: the gradient norm is " + std::to_string(norm) +
+                                         " on group '" + model_.group().group_name() + "' (step " +
+                                         std::to_string(steps_ + 1) + "): the loss diverged");
+  double clip = 1.0;
+  if (options_.max_grad_norm > 0) clip = std::min(1.0, options_.max_grad_norm / (norm + 1e-6));
+
+  ++steps_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double bc1 = 1 - std::pow(b1, static_cast<double>(steps_));
+  const double bc2 = 1 - std::pow(b2, static_cast<double>(steps_));
+  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+  for (size_t u = 0; u < grads.size(); ++u) {
+    torch::Tensor g = grads[u];
+    if (!grad_host_.empty()) {
+      grad_host_[u].copy_(g);  // device -> pinned host; the CPU does the step
+      g = grad_host_[u];
+    }
+    if (clip != 1.0) g = g * clip;
+    auto& p = master_[u];
+    if (options_.weight_decay != 0)
+      for (const auto& [begin, count] : decay_[u]) p.narrow(0, begin, count).mul_(1 - lr * options_.weight_decay);
+    exp_avg_[u].mul_(b1).add_(g, 1 - b1);
+    exp_avg_sq_[u].mul_(b2).addcmul_(g, g, 1 - b2);
+    auto denom = (exp_avg_sq_[u].sqrt() / bc2_sqrt).add_(options_.eps);
+    p.addcdiv_(exp_avg_[u], denom, -step_size);
+    // Blocking when p is in host memory: the next CPU step must not overwrite it mid-copy.
+    if (own_master_) shards[u].copy_(p);
+  }
+  return norm;
+}
+
+NamedTensors ShardedAdamW::full_state() {
+  torch::NoGradGuard no_grad;
+  const auto& layout = model_.layout();
+  Collectives& group = model_.group();
+  NamedTensors out;
+  const char* suffix[] = {".master", ".exp_avg", ".exp_avg_sq"};
+  std::vector<torch::Tensor>* parts[] = {&master_, &exp_avg_, &exp_avg_sq_};
+  for (size_t u = 0; u < layout.size(); ++u) {
+    for (int k = 0; k < 3; ++k) {
+      auto local = (*parts[k])[u].to(model_.device(), torch::kFloat32).contiguous();
+      auto full = torch::empty({layout[u].padded}, local.options());
+      group.all_gather(local, full);
+      full = full.to(torch::kCPU);
+      for (const auto& p : layout[u].params)
+        out.emplace_back(p.name + suffix[k], full.narrow(0, p.offset, p.numel).view(p.shape).clone());
+    }
+  }
+  return out;
+}
+
+void ShardedAdamW::load_full_state(const NamedTensors& state, int64_t steps) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
+  const auto& layout = model_.layout();
+  const int64_t rank = model_.group().rank();
+  const char* suffix[] = {".master", ".exp_avg", ".exp_avg_sq"};
+  std::vector<torch::Tensor>* parts[] = {&master_, &exp_avg_, &exp_avg_sq_};
+  for (size_t u = 0; u < layout.size(); ++u) {
+    const int64_t n = layout[u].shard, begin = rank * n, end = begin + n;
+    for (int k = 0; k < 3; ++k) {
+      auto& dst = (*parts[k])[u];
+      for (const auto& p : layout[u].params) {
+        const std::string name = p.name + suffix[k];
+        auto it = by_name.find(name);
+        QUARTET_CHECK(it != by_name.end(), "optimizer state: tensor '" + name + "' is missing");
+        QUARTET_CHECK(it->second.sizes().vec() == p.shape, "optimizer state: tensor '" + name + "' has shape " +
+                                                              c10::str(it->second.sizes()) + ", the model expects " +
+                                                              c10::str(c10::IntArrayRef(p.shape)));
+        int64_t lo = 0, hi = 0;
+        UnitLayout::overlap(p, begin, end, &lo, &hi);
+        if (lo < hi) dst.narrow(0, lo - begin, hi - lo).copy_(it->second.reshape({-1}).narrow(0, lo - p.offset, hi - lo));
+      }
+    }
+    if (own_master_) model_.param_shards()[u].copy_(master_[u]);
+  }
+  steps_ = steps;
+}
+
+int64_t ShardedAdamW::state_bytes() const {
+  int64_t n = 0;
+  for (size_t u = 0; u < exp_avg_.size(); ++u) n += exp_avg_[u].numel() * 2 + (own_master_ ? master_[u].numel() : 0);
+  return n * 4;
+}
+
+}  // namespace quartet
