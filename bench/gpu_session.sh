@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # One device session on the GPU machine (build + tests + benchmark in one call), from the repo
 # root, with .gpu carried (../shared/gpu/prepare.sh made it):
-#   bash bench/gpu_session.sh            logs land in $OUT (or ./gpu-logs)
+#   bash bench/gpu_session.sh [tests|bench|all]     logs land in $OUT (or ./gpu-logs)
+# "tests" builds and runs ctest, the selfchecks and the collectives benchmark; "bench" runs the
+# training benchmarks on the build a previous call left (a warm machine keeps build-gpu).
 set -uo pipefail
+PHASE=${1:-all}
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 source .gpu/env.sh > "$OUT/env.log" 2>&1; cat "$OUT/env.log"
+MPI="mpirun --oversubscribe --bind-to none"
+export OMP_NUM_THREADS=1
+if [ "$PHASE" = bench ]; then
+  [ -x build-gpu/bench/train_bench ] || cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1
+  {
+    echo "== train_bench: 886M Llama, bf16, sharded over 2 GPUs vs unsharded per GPU"
+    $MPI -np 2 build-gpu/bench/train_bench --micro-batch 8 --seq 512 --accum 2 --steps 6 --warmup 2
+    echo "== the same with activation checkpointing"
+    $MPI -np 2 build-gpu/bench/train_bench --micro-batch 8 --seq 512 --accum 2 --steps 6 --warmup 2 --checkpointing 1
+    echo "== larger micro-batch, checkpointing"
+    $MPI -np 2 build-gpu/bench/train_bench --micro-batch 16 --seq 512 --accum 1 --steps 6 --warmup 2 --checkpointing 1
+  } > "$OUT/train_bench.log" 2>&1
+  cat "$OUT/train_bench.log"
+  exit 0
+fi
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
   cmake --build build-gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1
 rc=$?; tail -5 "$OUT/build.log"; grep -E "warning|error" "$OUT/build.log" | head -20
 [ $rc -eq 0 ] || { echo "build failed"; exit 1; }
-export OMP_NUM_THREADS=1
 (cd build-gpu && ctest -j 6 --output-on-failure --timeout 300) > "$OUT/ctest.log" 2>&1
 tail -40 "$OUT/ctest.log"
 grep -cE "OK \] Backends/Collectives_.*nccl" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/NCCL collective tests passed: /"; grep -cE "OK \] Models/GpuBf16" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/GPU bf16 model parity tests passed: /"
-MPI="mpirun --oversubscribe --bind-to none"
+grep -cE "OK \] Cases/Sharded.*nccl" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/sharded engine tests passed on NCCL: /"
+grep -E "\[bf16\]" build-gpu/Testing/Temporary/LastTest.log | head -30
+grep -A30 "gpu_gptj6b_matches_hf" build-gpu/Testing/Temporary/LastTest.log | grep -iE "error|max|time|pass|fail|tolerance" | head -20
 {
   echo "== selfcheck: 2 ranks, 2 GPUs, colocated (one NCCL group of 2)"
   $MPI -np 2 build-gpu/quartet selfcheck inputs/selfcheck.deck --set placement.mode=colocated \
