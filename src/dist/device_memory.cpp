@@ -1,5 +1,7 @@
 #include "quartet/dist/device_memory.hpp"
 
+#include <torch/torch.h>
+
 #include "quartet/core/check.hpp"
 
 #ifdef QUARTET_WITH_CUDA
@@ -10,10 +12,20 @@
 
 namespace quartet {
 
+namespace {
+#ifdef QUARTET_WITH_CUDA
+// The caching allocator refuses statistics for a device it has not allocated on yet.
+void touch_allocator(torch::Device device) {
+  (void)torch::empty({1}, torch::TensorOptions().dtype(torch::kByte).device(device));
+}
+#endif
+}  // namespace
+
 DeviceMemory device_memory(torch::Device device) {
   DeviceMemory m;
 #ifdef QUARTET_WITH_CUDA
   if (device.is_cuda()) {
+    touch_allocator(device);
     using c10::CachingDeviceAllocator::StatType;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
     const auto all = static_cast<size_t>(StatType::AGGREGATE);
@@ -34,7 +46,10 @@ DeviceMemory device_memory(torch::Device device) {
 
 void reset_peak_memory(torch::Device device) {
 #ifdef QUARTET_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  if (device.is_cuda()) {
+    touch_allocator(device);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  }
 #else
   (void)device;
 #endif
