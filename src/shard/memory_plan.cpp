@@ -195,28 +195,38 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   const double L = static_cast<double>(c.num_layers), h = static_cast<double>(c.hidden_size);
   const double V = static_cast<double>(c.vocab_size);
   std::vector<MemoryTerm> t;
-  double gathered = (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b;
+  // One rank without offload: the shards are the full parameters (nothing to gather) and the
+  // gradients go straight into the gradient shard (no reduce-scatter output).
+  const bool resident = l.W == 1 && !m.section->offload_params;
+  double gathered = resident ? 0.0 : (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b;
   if (m.section->offload_params) gathered += 2.0 * static_cast<double>(l.max_block_shard) * b;
   t.push_back({"gathered parameters", r, u64(gathered), Where::device});
   const double f = cfg.train.reduce_dtype == "float32" && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
+  const double rs_out = resident ? 0.0 : 4.0;
   const double grad_buffers =
-      static_cast<double>(l.padded[0]) * (b + f) + static_cast<double>(l.shard[0]) * 4 +
-      2.0 * (static_cast<double>(l.max_block_padded) * (b + f) + static_cast<double>(l.max_block_shard) * 4);
+      static_cast<double>(l.padded[0]) * (b + f) + static_cast<double>(l.shard[0]) * rs_out +
+      2.0 * (static_cast<double>(l.max_block_padded) * (b + f) + static_cast<double>(l.max_block_shard) * rs_out);
   t.push_back({"gradient buffers", r, u64(grad_buffers), Where::device});
 
   const double tokens = mb * T;
   const double per_block = tokens * estimate::block_bytes_per_token(c, m.b);
   const double bias = mb * T * T * static_cast<double>(estimate::attention_bytes(c, m.b));
   const double mask = mb * T * T;  // bool
+  const double logits = m.spec->head == Head::causal_lm ? tokens * V * (b + estimate::kTrainLogitsFp32Copies * 4) : 0.0;
+  const double workspace = estimate::kBackwardWorkspaceBlocks * per_block;
   double acts;
-  if (m.section->checkpointing)
-    acts = L * tokens * h * b + per_block + bias;
-  else
-    acts = L * (per_block + bias);
-  acts += mask + estimate::kBackwardWorkspaceBlocks * per_block + estimate::kRootHiddenSaves * tokens * h * b;
+  if (m.section->checkpointing) {
+    // The head's logits are gone before the first block is recomputed: the peak is the larger
+    // of the two moments, on top of the block inputs kept for the recomputation (measured on
+    // an H200: bench/RESULTS.md). The logits term carries the head's moment; activations
+    // carry what the recompute adds beyond it.
+    acts = L * tokens * h * b + std::max(0.0, per_block + bias + workspace - logits);
+  } else {
+    acts = L * (per_block + bias) + workspace;
+  }
+  acts += mask + estimate::kRootHiddenSaves * tokens * h * b;
   t.push_back({"activations", r, u64(acts), Where::device});
-  if (m.spec->head == Head::causal_lm)
-    t.push_back({"logits", r, u64(tokens * V * (b + estimate::kTrainLogitsFp32Copies * 4)), Where::device});
+  if (logits > 0) t.push_back({"logits", r, u64(logits), Where::device});
   return t;
 }
 
