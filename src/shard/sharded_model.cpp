@@ -86,6 +86,7 @@ ParamSource source_random(const ModelConfig& config, std::uint64_t seed, torch::
                           : -1;
   return [std, pad, seed, device](const std::string& name, const std::vector<int64_t>& shape, int64_t begin,
                                   int64_t count) {
+    if (count == 0) return torch::empty({0});  // a shape check: nothing to draw
     auto t = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32).device(device));
     const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
     if (shape.size() == 1) {
@@ -207,6 +208,11 @@ ShardedModel::ShardedModel(const ModelConfig& config, Head head, Collectives& gr
   gathers_.resize(n);
   grad_fresh_.assign(n, true);
   torch::NoGradGuard no_grad;
+  // Every rank asks the source about every parameter (zero elements) before reading its own
+  // slices, so a missing or misshapen tensor fails on all ranks alike, not only on those whose
+  // shard it overlaps (the others would wait for them in the first collective).
+  for (const auto& L : layout_)
+    for (const auto& p : L.params) source(p.name, p.shape, 0, 0);
   for (size_t u = 0; u < n; ++u) {
     const UnitLayout& L = layout_[u];
     full_[u] = torch::empty({L.padded}, dev_opts);

@@ -41,7 +41,8 @@ struct ShardOptions {
 
 // Values for the shards: elements [begin, begin + count) of parameter `name` (shape `shape`)
 // flattened, as a 1-D tensor of any dtype and device. Asked once per parameter and rank, for
-// the rank's slice only, so a rank reads no more than it keeps.
+// the rank's slice only, so a rank reads no more than it keeps; first asked once for every
+// parameter with count 0, to check names and shapes on every rank (it throws quartet::Error).
 using ParamSource = std::function<torch::Tensor(const std::string& name, const std::vector<int64_t>& shape,
                                                 int64_t begin, int64_t count)>;
 // From complete tensors by name (e.g. an unsharded model's hf_state()).
