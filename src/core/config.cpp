@@ -35,6 +35,7 @@ const po::options_description& deck_schema() {
       auto key = [&](const char* k) { return sec + "." + k; };
       d.add_options()
         (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
+        (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add)")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
         (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
         (key("layers").c_str(), po::value<int>()->default_value(m.layers), "random:<family>: transformer blocks")
@@ -56,9 +57,33 @@ const po::options_description& deck_schema() {
       ("train.adam_beta1", po::value<double>()->default_value(tr.adam_beta1), "AdamW beta1, in [0, 1)")
       ("train.adam_beta2", po::value<double>()->default_value(tr.adam_beta2), "AdamW beta2, in [0, 1)")
       ("train.adam_eps", po::value<double>()->default_value(tr.adam_eps), "AdamW epsilon (> 0)")
-      ("train.reduce_dtype", po::value<std::string>()->default_value(tr.reduce_dtype), "gradient reduce-scatter precision: float32 | model");
+      ("train.reduce_dtype", po::value<std::string>()->default_value(tr.reduce_dtype), "gradient reduce-scatter precision: float32 | model")
+      ("train.warmup", po::value<int>()->default_value(tr.warmup), "learning-rate warm-up in optimizer steps (>= 0)")
+      ("train.schedule", po::value<std::string>()->default_value(tr.schedule), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
+      ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]");
+    AlgorithmConfig al;
+    d.add_options()
+      ("algorithm.name", po::value<std::string>()->default_value(al.name), "ppo | grpo | rloo | reinforce++")
+      ("algorithm.kl_coef", po::value<double>()->default_value(al.kl_coef), "KL penalty coefficient (>= 0; initial value when adaptive)")
+      ("algorithm.kl_estimator", po::value<std::string>()->default_value(al.kl_estimator), "k1 | k2 | k3")
+      ("algorithm.kl_controller", po::value<std::string>()->default_value(al.kl_controller), "fixed | adaptive")
+      ("algorithm.kl_target", po::value<double>()->default_value(al.kl_target), "adaptive controller: target KL per sequence (> 0)")
+      ("algorithm.kl_horizon", po::value<double>()->default_value(al.kl_horizon), "adaptive controller: horizon in samples (> 0)")
+      ("algorithm.gamma", po::value<double>()->default_value(al.gamma), "discount, in [0, 1]")
+      ("algorithm.lambda", po::value<double>()->default_value(al.lambda), "GAE lambda, in [0, 1]")
+      ("algorithm.clip_eps", po::value<double>()->default_value(al.clip_eps), "PPO ratio clip (> 0)")
+      ("algorithm.value_clip", po::value<double>()->default_value(al.value_clip), "value clip around the old values (0 = off)")
+      ("algorithm.value_coef", po::value<double>()->default_value(al.value_coef), "value loss weight (> 0)")
+      ("algorithm.entropy_coef", po::value<double>()->default_value(al.entropy_coef), "entropy bonus weight (>= 0)")
+      ("algorithm.epochs", po::value<int>()->default_value(al.epochs), "passes over each rollout batch (>= 1)")
+      ("algorithm.minibatch", po::value<int>()->default_value(al.minibatch), "sequences per optimizer step and rank (>= 1)")
+      ("algorithm.reward_clip", po::value<double>()->default_value(al.reward_clip), "clip scores to [-c, c] (0 = off)")
+      ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
+      ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
+      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
     d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
+      ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
       ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
@@ -106,7 +131,7 @@ void require_one_of(const Deck& deck, const std::string& key, const std::string&
 }  // namespace
 
 Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.run.name = deck.get<std::string>("run.name");
   c.run.out = deck.get<std::string>("run.out");
   c.run.seed = deck.get<std::uint64_t>("run.seed");
@@ -139,6 +164,10 @@ Config load_config(const Deck& deck) {
   auto model = [&](const std::string& role, ModelSectionConfig& m) {
     const std::string sec = "model." + role + ".";
     m.path = deck.get<std::string>(sec + "path");
+    m.kind = deck.get<std::string>(sec + "kind");
+    if (m.kind != "model" && !(role == "reward" && m.kind.rfind("rule:", 0) == 0))
+      deck.fail(sec + "kind", "is '" + m.kind + "'; expected model" +
+                                  std::string(role == "reward" ? " or rule:<task> (rule:sort_digits, rule:add)" : ""));
     m.dtype = deck.get<std::string>(sec + "dtype");
     require_one_of(deck, sec + "dtype", m.dtype, {"float32", "bfloat16", "float16"});
     const std::string random = "random:";
@@ -203,6 +232,53 @@ Config load_config(const Deck& deck) {
   if (!(c.train.adam_eps > 0)) deck.fail("train.adam_eps", "must be > 0");
   c.train.reduce_dtype = deck.get<std::string>("train.reduce_dtype");
   require_one_of(deck, "train.reduce_dtype", c.train.reduce_dtype, {"float32", "model"});
+
+  c.rollout.prompt_field = deck.get<std::string>("rollout.prompt_field");
+  c.train.warmup = deck.get<int>("train.warmup");
+  if (c.train.warmup < 0) deck.fail("train.warmup", "must be >= 0");
+  c.train.schedule = deck.get<std::string>("train.schedule");
+  require_one_of(deck, "train.schedule", c.train.schedule, {"constant", "linear", "cosine"});
+  c.train.min_lr_ratio = deck.get<double>("train.min_lr_ratio");
+  if (!(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1)) deck.fail("train.min_lr_ratio", "must be in [0, 1]");
+
+  AlgorithmConfig& a = c.algorithm;
+  a.name = deck.get<std::string>("algorithm.name");
+  require_one_of(deck, "algorithm.name", a.name, {"ppo", "grpo", "rloo", "reinforce++"});
+  a.kl_coef = deck.get<double>("algorithm.kl_coef");
+  if (!(a.kl_coef >= 0)) deck.fail("algorithm.kl_coef", "must be >= 0");
+  a.kl_estimator = deck.get<std::string>("algorithm.kl_estimator");
+  require_one_of(deck, "algorithm.kl_estimator", a.kl_estimator, {"k1", "k2", "k3"});
+  a.kl_controller = deck.get<std::string>("algorithm.kl_controller");
+  require_one_of(deck, "algorithm.kl_controller", a.kl_controller, {"fixed", "adaptive"});
+  a.kl_target = deck.get<double>("algorithm.kl_target");
+  if (!(a.kl_target > 0)) deck.fail("algorithm.kl_target", "must be > 0");
+  a.kl_horizon = deck.get<double>("algorithm.kl_horizon");
+  if (!(a.kl_horizon > 0)) deck.fail("algorithm.kl_horizon", "must be > 0");
+  a.gamma = deck.get<double>("algorithm.gamma");
+  if (!(a.gamma >= 0 && a.gamma <= 1)) deck.fail("algorithm.gamma", "must be in [0, 1]");
+  a.lambda = deck.get<double>("algorithm.lambda");
+  if (!(a.lambda >= 0 && a.lambda <= 1)) deck.fail("algorithm.lambda", "must be in [0, 1]");
+  a.clip_eps = deck.get<double>("algorithm.clip_eps");
+  if (!(a.clip_eps > 0)) deck.fail("algorithm.clip_eps", "must be > 0");
+  a.value_clip = deck.get<double>("algorithm.value_clip");
+  if (!(a.value_clip >= 0)) deck.fail("algorithm.value_clip", "must be >= 0");
+  a.value_coef = deck.get<double>("algorithm.value_coef");
+  if (!(a.value_coef > 0)) deck.fail("algorithm.value_coef", "must be > 0");
+  a.entropy_coef = deck.get<double>("algorithm.entropy_coef");
+  if (!(a.entropy_coef >= 0)) deck.fail("algorithm.entropy_coef", "must be >= 0");
+  a.epochs = deck.get<int>("algorithm.epochs");
+  if (a.epochs < 1) deck.fail("algorithm.epochs", "must be at least 1");
+  a.minibatch = deck.get<int>("algorithm.minibatch");
+  if (a.minibatch < 1) deck.fail("algorithm.minibatch", "must be at least 1");
+  a.reward_clip = deck.get<double>("algorithm.reward_clip");
+  if (!(a.reward_clip >= 0)) deck.fail("algorithm.reward_clip", "must be >= 0");
+  a.normalize_rewards = deck.get<bool>("algorithm.normalize_rewards");
+  a.whiten_advantages = deck.get<bool>("algorithm.whiten_advantages");
+  a.samples_per_prompt = deck.get<int>("algorithm.samples_per_prompt");
+  if (a.samples_per_prompt < 1) deck.fail("algorithm.samples_per_prompt", "must be at least 1");
+  if ((a.name == "grpo" || a.name == "rloo") && a.samples_per_prompt < 2)
+    deck.fail("algorithm.samples_per_prompt", "must be at least 2 for " + a.name +
+                                                  " (its baseline comes from the other samples of a prompt)");
 
   if (c.dist.backend == "nccl" && c.dist.device == "cpu")
     deck.fail("dist.backend", "is nccl, which needs GPUs, but dist.device is cpu");

@@ -62,7 +62,7 @@ Role source_role(const Config& config, Role role) {
 }  // namespace
 
 bool has_model(const Config& config, Role role) {
-  if (role == Role::reward) return !config.reward.path.empty();
+  if (role == Role::reward) return config.reward.kind == "model" && !config.reward.path.empty();
   return true;
 }
 

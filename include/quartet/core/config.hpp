@@ -38,6 +38,9 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   // random:<family> (llama | gpt2 | gptj | gpt_neox, random weights, sized by the keys below).
   // "" = not set.
   std::string path;
+  // reward only: "model" (the reward model at path) or "rule:<task>", a built-in verifiable
+  // reward (rl/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks.
+  std::string kind = "model";
   std::string dtype = "float32";  // float32 | bfloat16 | float16: parameters and compute
   // Sizes of a random:<family> model (ignored otherwise).
   int hidden = 64, layers = 2, heads = 4, kv_heads = 0 /* 0 = heads */, ffn = 0 /* 0 = family default */;
@@ -49,15 +52,39 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   double weight_decay = 0.0;      // AdamW decoupled weight decay (not applied to biases and norms)
 };
 
+struct AlgorithmConfig {        // [algorithm]
+  std::string name = "ppo";     // ppo | grpo | rloo | reinforce++
+  double kl_coef = 0.05;        // initial KL penalty coefficient (beta)
+  std::string kl_estimator = "k1";  // k1 | k2 | k3 (Schulman's estimators of KL(actor || reference))
+  std::string kl_controller = "fixed";  // fixed | adaptive (Ziegler et al. 2019)
+  double kl_target = 6.0;       // adaptive: target KL per sequence
+  double kl_horizon = 10000;    // adaptive: samples over which the coefficient adapts
+  double gamma = 1.0, lambda = 0.95;  // GAE discount and lambda (ppo), discount (reinforce++)
+  double clip_eps = 0.2;        // PPO policy ratio clip
+  double value_clip = 0.2;      // PPO value clip (0 = off)
+  double value_coef = 1.0;      // the critic's loss weight (reported; the critic has its own optimizer)
+  double entropy_coef = 0.0;    // entropy bonus
+  int epochs = 1;               // passes over each rollout batch
+  int minibatch = 8;            // sequences per optimizer step and rank
+  double reward_clip = 10.0;    // scores clipped to [-c, c] after normalisation (0 = off)
+  bool normalize_rewards = false;  // scores divided by a running std (and centred)
+  bool whiten_advantages = true;   // advantages whitened over the actor group's batch (ppo, reinforce++)
+  int samples_per_prompt = 1;   // completions per prompt (grpo and rloo need >= 2)
+};
+
 struct TrainConfig {            // [train]
   int micro_batch = 4;          // sequences per forward/backward pass and rank
   double max_grad_norm = 1.0;   // clip the global gradient norm (0 = off)
   double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
   std::string reduce_dtype = "float32";  // gradients are reduce-scattered in: float32 | model (the model's dtype)
+  int warmup = 0;               // learning-rate warm-up, optimizer steps
+  std::string schedule = "constant";  // constant | linear | cosine decay after warm-up
+  double min_lr_ratio = 0.1;    // the decayed learning rate's floor, as a fraction of lr
 };
 
 struct RolloutConfig {          // [rollout]
-  std::string prompts;          // JSONL file, one {"prompt": "..."} per line
+  std::string prompts;          // JSONL file, one {"prompt": "..."} per line, or pre-tokenised HDF5
+  std::string prompt_field = "prompt";  // the JSONL field holding the prompt text
   int batch = 8;                // prompts per generation batch and rank
   int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
@@ -75,6 +102,7 @@ struct Config {
   ModelSectionConfig actor, critic, reference, reward;
   RolloutConfig rollout;
   TrainConfig train;
+  AlgorithmConfig algorithm;
 };
 
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.

@@ -1,0 +1,81 @@
+#pragma once
+// From scores and log-probabilities to advantages and returns, for every algorithm quartet runs.
+// Shapes: B sequences, T action positions (the generated tokens; the prompt is not here).
+// action_mask [B, T] is 1 for generated tokens up to and including the stop token, 0 after;
+// every function ignores masked positions and never reads their values.
+//
+//   ppo          token rewards = -kl_coef * KL_t on every action token, + the score on the last
+//                one; GAE(gamma, lambda) over the critic's values; returns = advantages + values
+//   reinforce++  same token rewards, no critic: returns = discounted sums; advantages =
+//                returns whitened over the batch (the whole actor group)
+//   grpo         advantage of every token = (score - mean of its prompt's group) / (std + eps);
+//                the KL goes into the loss instead (losses.hpp)
+//   rloo         advantage = score - mean of the other samples of the same prompt
+// Groups: samples_per_prompt consecutive sequences share a prompt.
+#include <torch/types.h>
+
+#include <string>
+
+#include "quartet/dist/collectives.hpp"
+
+namespace quartet {
+
+enum class KlEstimator { k1, k2, k3 };
+KlEstimator kl_estimator_from_name(const std::string& name);  // "k1" | "k2" | "k3"
+
+// Per-token estimate of KL(actor || reference) from the two log-probs of the sampled tokens
+// (Schulman, "Approximating KL divergence"): with r = ref_logp - logp,
+//   k1 = -r,  k2 = r^2 / 2,  k3 = exp(r) - 1 - r.   Masked positions are 0.
+torch::Tensor kl_estimate(const torch::Tensor& logp, const torch::Tensor& ref_logp,
+                          const torch::Tensor& action_mask, KlEstimator estimator);
+
+// Token rewards [B, T]: -kl_coef * kl on every action token, plus scores[b] at the last action
+// token of sequence b. kl may be undefined (no reference): then only the scores.
+torch::Tensor token_rewards(const torch::Tensor& scores, const torch::Tensor& kl,
+                            const torch::Tensor& action_mask, double kl_coef);
+
+struct AdvantagesReturns {
+  torch::Tensor advantages, returns;  // [B, T], 0 at masked positions
+};
+// GAE: delta_t = r_t + gamma V_{t+1} - V_t (V after the last action token = 0),
+// A_t = delta_t + gamma lambda A_{t+1}; returns = A + V.
+AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
+                      const torch::Tensor& action_mask, double gamma, double lambda);
+// REINFORCE++ returns: G_t = r_t + gamma G_{t+1} within each sequence.
+torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& action_mask, double gamma);
+// GRPO: per-sequence (score - group mean) / (group std + eps), std with Bessel's correction off
+// (as in DeepSeekMath), spread over the sequence's action tokens -> [B, T].
+torch::Tensor grpo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
+                              int samples_per_prompt, double eps = 1e-6);
+// RLOO: score_i - mean_{j != i} score_j within each group, over the action tokens -> [B, T].
+torch::Tensor rloo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
+                              int samples_per_prompt);
+
+// (x - mean) / sqrt(var + eps) over the masked elements; with `group`, mean and variance are
+// those of the union of every rank's masked elements (sums all-reduced), so the result equals
+// whitening the concatenated batch in one process. shift_mean = false keeps the mean (scales
+// only). Masked positions come back 0.
+torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group = nullptr,
+                            bool shift_mean = true, double eps = 1e-8);
+// Mean of x over mask (optionally over the whole group).
+torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group = nullptr);
+
+// Running mean and variance of scores across iterations (Chan's parallel update), for reward
+// normalisation: normalise() = (x - mean) / std after update(x). State is plain numbers so a
+// checkpoint can store it.
+struct RunningMoments {
+  double mean = 0, var = 1, count = 0;
+  // Adds a batch (all of the group's scores when `group` is given).
+  void update(const torch::Tensor& x, Collectives* group = nullptr);
+  torch::Tensor normalise(const torch::Tensor& x) const;
+};
+
+// The KL coefficient: fixed, or adaptive (Ziegler et al. 2019): after a batch with KL k over n
+// samples, e = clip(k / target - 1, -0.2, 0.2), coef *= 1 + e * n / horizon.
+struct KlController {
+  bool adaptive = false;
+  double coef = 0.05, target = 6.0, horizon = 10000;
+  void update(double kl, double samples);
+};
+
+}  // namespace quartet

@@ -1,0 +1,69 @@
+#pragma once
+// The prompts of a run: a JSONL file (one object per line, the text in rollout.prompt_field,
+// optional other fields kept as they are, e.g. "answer" for rule rewards), or a pre-tokenised
+// HDF5 file (dataset "input_ids", int64 [N, L], right-padded, with "lengths" int64 [N]).
+// Every rank reads the whole (small) index; prompts are tokenised when drawn.
+//
+// Order: each epoch is a permutation of all prompts drawn from the run seed and the epoch
+// number; actor rank r of R takes positions r, r + R, r + 2R, ... of it, so the ranks see
+// disjoint prompts and, together, every prompt once per epoch. The cursor (epoch, position)
+// is all a resumed run needs to continue exactly where it stopped.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/model/tokenizer.hpp"
+
+namespace quartet {
+
+struct Prompt {
+  int64_t index = -1;           // line (JSONL) or row (HDF5) in the file, 0-based
+  std::string text;             // "" for pre-tokenised prompts
+  std::vector<int64_t> ids;     // token ids (the tokenizer's special tokens included)
+  std::string answer;           // the "answer" field when present (rule rewards may use it)
+};
+
+class PromptDataset {
+ public:
+  // Reads the file; errors name the file and line (a bad JSON line, a missing field, an empty
+  // file, an HDF5 file without input_ids). Prompts longer than max_tokens after tokenising
+  // are refused when drawn (naming the line), never silently cut.
+  PromptDataset(const std::string& path, const std::string& field, const Tokenizer* tokenizer,
+                int64_t max_tokens);
+  int64_t size() const;
+  Prompt get(int64_t index) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::string field_;
+  const Tokenizer* tokenizer_;
+  int64_t max_tokens_;
+  std::vector<std::string> texts_, answers_;
+  std::vector<std::vector<int64_t>> ids_;  // pre-tokenised
+};
+
+struct PromptCursor {
+  int64_t epoch = 0;
+  int64_t position = 0;  // next position in the epoch's permutation (over all ranks)
+};
+
+class PromptSampler {
+ public:
+  PromptSampler(int64_t dataset_size, uint64_t seed, int rank, int ranks);
+  // The next `count` prompt indices for this rank (wrapping into new epochs); advances the
+  // cursor by count * ranks positions.
+  std::vector<int64_t> next(int count);
+  PromptCursor cursor() const { return cursor_; }
+  void set_cursor(const PromptCursor& c) { cursor_ = c; }
+
+ private:
+  std::vector<int64_t> permutation(int64_t epoch) const;
+  int64_t size_;
+  uint64_t seed_;
+  int rank_, ranks_;
+  PromptCursor cursor_;
+};
+
+}  // namespace quartet
