@@ -2,7 +2,7 @@
 #
 #   make          build build/quartet and the tests (runs `make deps` first)
 #   make test     deps, build, then every test through ctest (MPI tests launch mpirun themselves)
-#   make run      deps, build, then the CPU demo: a self-check of the four model groups
+#   make run      deps, build, then the CPU demo: PPO on tiny models learning to sort digits
 #   make deps     check (and on Debian/Ubuntu install) what the build needs; find LibTorch
 #   make clean    remove build/
 #   make help     this summary, with the variables you can set
@@ -32,7 +32,8 @@ JOBS       :=# parallel compile jobs (empty: ninja's default)
 CTEST_JOBS := 2
 CTEST_ARGS :=# extra ctest arguments, e.g. -R deck
 CMAKE_ARGS :=# extra cmake options (-DQUARTET_WERROR=ON); kept in the CMake cache
-DECK       := inputs/selfcheck.deck
+DECK       := inputs/demo.deck
+COMMAND    := train# the quartet command make run runs (selfcheck with DECK=inputs/selfcheck.deck)
 # Ranks for make run: the sum of the deck's [placement] counts (disjoint mode), else 4.
 NP          = $(or $(shell awk '$(deck_ranks_awk)' $(DECK) 2>/dev/null),4)
 RUN_ARGS   :=# extra quartet arguments for make run, e.g. --set dist.watchdog_timeout=30
@@ -228,8 +229,8 @@ run: build
 	@if [ "$$(id -u)" -eq 0 ]; then \
 	  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi; \
 	export OMP_NUM_THREADS=1; \
-	echo "+ mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet selfcheck $(DECK) $(RUN_ARGS)"; \
-	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet selfcheck $(DECK) $(RUN_ARGS)
+	echo "+ mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet $(COMMAND) $(DECK) $(RUN_ARGS)"; \
+	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet $(COMMAND) $(DECK) $(RUN_ARGS)
 
 clean:
 	rm -rf -- $(BUILD)
@@ -239,7 +240,7 @@ help:
 	@echo
 	@echo "  make            build $(BUILD)/quartet and the tests (runs deps first)"
 	@echo "  make test       deps + build + ctest (-j$(CTEST_JOBS), per-test timeouts from CMake)"
-	@echo "  make run        deps + build + mpirun -np $(NP) $(BUILD)/quartet selfcheck $(DECK)"
+	@echo "  make run        deps + build + mpirun -np $(NP) $(BUILD)/quartet $(COMMAND) $(DECK)"
 	@echo "  make deps       check/install system packages (Debian/Ubuntu), locate LibTorch"
 	@echo "  make clean      remove $(BUILD)/ (the cached venv stays)"
 	@echo "  make help       this text"

@@ -10,6 +10,7 @@
 #include "quartet/dist/selfcheck.hpp"
 #include "quartet/model/generate_command.hpp"
 #include "quartet/model/tokenize_command.hpp"
+#include "quartet/rl/trainer.hpp"
 #include "quartet/shard/plan_command.hpp"
 
 namespace {
@@ -24,6 +25,8 @@ const Command kCommands[] = {
     {{"selfcheck", "check every collective of every model group against a serial reference, "
                    "and the exchanges between groups"},
      [](quartet::Runtime& rt, const quartet::CommandLine&) { return quartet::run_selfcheck(rt); }},
+    {{"train", "RLHF training: PPO, GRPO, RLOO or REINFORCE++ over the model groups of the deck"},
+     quartet::run_train},
     {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},

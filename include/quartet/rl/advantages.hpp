@@ -26,11 +26,14 @@ KlEstimator kl_estimator_from_name(const std::string& name);  // "k1" | "k2" | "
 // Per-token estimate of KL(actor || reference) from the two log-probs of the sampled tokens
 // (Schulman, "Approximating KL divergence"): with r = ref_logp - logp,
 //   k1 = -r,  k2 = r^2 / 2,  k3 = exp(r) - 1 - r.   Masked positions are 0.
+// float32 whatever the inputs' dtype; each token's estimate is clamped to [-10, 10] as OpenRLHF
+// does, so one runaway ratio cannot dominate. Differentiable through logp (kl_loss uses it).
 torch::Tensor kl_estimate(const torch::Tensor& logp, const torch::Tensor& ref_logp,
                           const torch::Tensor& action_mask, KlEstimator estimator);
 
 // Token rewards [B, T]: -kl_coef * kl on every action token, plus scores[b] at the last action
 // token of sequence b. kl may be undefined (no reference): then only the scores.
+// The last action token is the highest index whose mask is set; a row without one gets nothing.
 torch::Tensor token_rewards(const torch::Tensor& scores, const torch::Tensor& kl,
                             const torch::Tensor& action_mask, double kl_coef);
 
@@ -38,10 +41,12 @@ struct AdvantagesReturns {
   torch::Tensor advantages, returns;  // [B, T], 0 at masked positions
 };
 // GAE: delta_t = r_t + gamma V_{t+1} - V_t (V after the last action token = 0),
-// A_t = delta_t + gamma lambda A_{t+1}; returns = A + V.
+// A_t = delta_t + gamma lambda A_{t+1}; returns = A + V. float32, no grad.
+// Masked positions are skipped, not stepped through: for 1...1 0...0 masks this is OpenRLHF's
+// recursion; inside a hole the next action token is the next step (as verl does).
 AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
                       const torch::Tensor& action_mask, double gamma, double lambda);
-// REINFORCE++ returns: G_t = r_t + gamma G_{t+1} within each sequence.
+// REINFORCE++ returns: G_t = r_t + gamma G_{t+1} within each sequence (holes skipped as in gae).
 torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& action_mask, double gamma);
 // GRPO: per-sequence (score - group mean) / (group std + eps), std with Bessel's correction off
 // (as in DeepSeekMath), spread over the sequence's action tokens -> [B, T].
@@ -54,15 +59,19 @@ torch::Tensor rloo_advantages(const torch::Tensor& scores, const torch::Tensor& 
 // (x - mean) / sqrt(var + eps) over the masked elements; with `group`, mean and variance are
 // those of the union of every rank's masked elements (sums all-reduced), so the result equals
 // whitening the concatenated batch in one process. shift_mean = false keeps the mean (scales
-// only). Masked positions come back 0.
+// only): (x - mean) / sqrt(var + eps) + mean, as trl's whiten. Masked positions come back 0.
+// var is the population variance (divided by n, as OpenRLHF's advantage normalisation); sums
+// are float64, two passes (mean, then centred squares), each all-reduced over the group.
 torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group = nullptr,
                             bool shift_mean = true, double eps = 1e-8);
-// Mean of x over mask (optionally over the whole group).
+// Mean of x over mask (optionally over the whole group), a 0-dim tensor of x's float dtype;
+// 0 when no element is selected. Keeps x's graph without a group; detached with one.
 torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group = nullptr);
 
 // Running mean and variance of scores across iterations (Chan's parallel update), for reward
 // normalisation: normalise() = (x - mean) / std after update(x). State is plain numbers so a
-// checkpoint can store it.
+// checkpoint can store it. var is the population variance of every score seen; std in
+// normalise() is sqrt(var), floored at 1e-8.
 struct RunningMoments {
   double mean = 0, var = 1, count = 0;
   // Adds a batch (all of the group's scores when `group` is given).

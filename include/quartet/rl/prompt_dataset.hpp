@@ -4,10 +4,18 @@
 // HDF5 file (dataset "input_ids", int64 [N, L], right-padded, with "lengths" int64 [N]).
 // Every rank reads the whole (small) index; prompts are tokenised when drawn.
 //
+// The file kind is told by its name (.h5, .hdf5) or the HDF5 signature; anything else is JSONL.
+// In JSONL, blank lines are skipped and "answer", when present, must be a string. In HDF5,
+// input_ids may be any integer type (read as int64); every length must lie in 1..L.
+//
 // Order: each epoch is a permutation of all prompts drawn from the run seed and the epoch
-// number; actor rank r of R takes positions r, r + R, r + 2R, ... of it, so the ranks see
-// disjoint prompts and, together, every prompt once per epoch. The cursor (epoch, position)
-// is all a resumed run needs to continue exactly where it stopped.
+// number (mt19937_64 and a written-out Fisher-Yates shuffle: the same on every platform);
+// actor rank r of R takes positions r, r + R, r + 2R, ... of it, so the ranks see
+// disjoint prompts and, together, every prompt once per epoch. Positions run on from one epoch
+// into the next as a single stream: when N is not a multiple of R, the last draw of an epoch
+// takes the first positions of the next one (whose rank-to-position assignment is therefore
+// shifted), so no prompt is dropped and every rank draws the same count. The cursor
+// (epoch, position) is all a resumed run needs to continue exactly where it stopped.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,8 +25,9 @@
 
 namespace quartet {
 
-struct Prompt {
-  int64_t index = -1;           // line (JSONL) or row (HDF5) in the file, 0-based
+struct DatasetPrompt {
+  int64_t index = -1;           // the dataset index (what get() took): the 0-based line among
+                                // the JSONL file's non-blank lines, or the HDF5 row
   std::string text;             // "" for pre-tokenised prompts
   std::vector<int64_t> ids;     // token ids (the tokenizer's special tokens included)
   std::string answer;           // the "answer" field when present (rule rewards may use it)
@@ -28,11 +37,13 @@ class PromptDataset {
  public:
   // Reads the file; errors name the file and line (a bad JSON line, a missing field, an empty
   // file, an HDF5 file without input_ids). Prompts longer than max_tokens after tokenising
-  // are refused when drawn (naming the line), never silently cut.
+  // are refused when drawn (naming the line), never silently cut. The tokenizer must outlive
+  // the dataset; it may be null for a pre-tokenised file (else ids are checked against its
+  // vocabulary when drawn).
   PromptDataset(const std::string& path, const std::string& field, const Tokenizer* tokenizer,
                 int64_t max_tokens);
   int64_t size() const;
-  Prompt get(int64_t index) const;
+  DatasetPrompt get(int64_t index) const;
   const std::string& path() const { return path_; }
 
  private:
@@ -42,6 +53,7 @@ class PromptDataset {
   int64_t max_tokens_;
   std::vector<std::string> texts_, answers_;
   std::vector<std::vector<int64_t>> ids_;  // pre-tokenised
+  std::vector<int64_t> lines_;  // 1-based file line of each JSONL prompt, for errors when drawn
 };
 
 struct PromptCursor {
@@ -53,7 +65,7 @@ class PromptSampler {
  public:
   PromptSampler(int64_t dataset_size, uint64_t seed, int rank, int ranks);
   // The next `count` prompt indices for this rank (wrapping into new epochs); advances the
-  // cursor by count * ranks positions.
+  // cursor by count * ranks positions. Every rank must call it with the same counts.
   std::vector<int64_t> next(int count);
   PromptCursor cursor() const { return cursor_; }
   void set_cursor(const PromptCursor& c) { cursor_ = c; }

@@ -4,9 +4,20 @@
 // in [0, 1] with partial credit so that a policy starting from random weights gets a signal:
 //   sort_digits  prompt "sort 3817=" -> answer "1378"
 //   add          prompt "add 27+58=" -> answer "85"
-// score = (characters of the answer matched position by position) / max(answer length,
-// completion length), where the completion is the text before the first stop (EOS or newline);
-// 1 only for the exact answer.
+// The completion is the text before the first stop (EOS or newline). The exact answer scores 1,
+// an empty completion 0, anything else (L = the longer of answer and completion)
+//   0.6 * (characters equal position by position) / L
+// + 0.25 * (characters in common, as multisets) / L
+// + 0.15 * (digits in the completion) / (its length)          < 1.
+// The last two terms give a policy that starts from random characters a gradient towards the
+// right alphabet and the right characters before it finds their order.
+//
+// Prompts are read strictly, as make_prompts writes them: sort_digits takes 3 to 6 digits
+// (leading zeros are digits like any other: "sort 900=" -> "009"); add takes operands 0 to 99
+// without sign or leading zeros. Draws use mt19937_64 and a written-out bounded draw (not
+// std::uniform_int_distribution, whose algorithm varies by library), so the prompts, and the
+// shipped inputs/prompts/sort_digits.jsonl (512, seed 1) and add.jsonl (512, seed 2), are the
+// same on every platform; tests/unit/test_rl_data.cpp checks the files against make_prompts.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,7 +32,8 @@ class RuleReward {
   // The answer for a prompt of this task; throws quartet::Error naming the prompt if it is not one.
   virtual std::string answer(const std::string& prompt) const = 0;
   double score(const std::string& prompt, const std::string& completion) const;
-  // `count` prompts, deterministic in seed (for inputs/prompts/*.jsonl and the tests).
+  // `count` prompts, deterministic in seed (for inputs/prompts/*.jsonl and the tests); a longer
+  // list begins with the shorter one of the same seed. Duplicates may occur.
   virtual std::vector<std::string> make_prompts(int count, uint64_t seed) const = 0;
 };
 

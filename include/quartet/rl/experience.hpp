@@ -1,0 +1,55 @@
+#pragma once
+// One rank's rollout batch and the forward passes that score it.
+//
+// A rollout row is a left-padded prompt followed by the generated tokens: sequences and
+// attention_mask are [B, P + A], action_mask [B, A] marks the generated tokens up to and
+// including the stop token. The log-prob of action t comes from the logits at position
+// P + t - 1; the critic's value for action t is its value at the same position (the state
+// before the action), as OpenRLHF takes them.
+//
+// Forward passes over a sharded model are collective over its group: every rank must make the
+// same number of them. The scoring helpers therefore agree on the number of micro-batches
+// across the group first and run empty ones (one pad token, result discarded) where a rank
+// has fewer rows.
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "quartet/dist/collectives.hpp"
+#include "quartet/shard/sharded_model.hpp"
+
+namespace quartet {
+
+struct RolloutBatch {
+  torch::Tensor sequences, attention_mask, action_mask;
+  int64_t rows() const { return sequences.defined() ? sequences.size(0) : 0; }
+  int64_t actions() const { return action_mask.size(1); }
+  int64_t prompt_len() const { return sequences.size(1) - action_mask.size(1); }
+};
+
+// Pieces of different prompt and action lengths as one batch: prompts left-padded to the
+// longest, actions right-padded (masked) to the longest.
+RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id);
+// Rows [begin, begin + count) of `values` [R, Am] cut back to each piece's rows and actions.
+std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const std::vector<RolloutBatch>& pieces);
+
+// The largest of every group member's `mine`.
+int64_t group_max(Collectives& group, int64_t mine);
+
+// float32 [B, A]: log-probs of the actions under a causal LM (no grad).
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+// float32 [B, A]: the critic's values of the states before each action (no grad).
+torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+// float32 [B]: a sequence-reward model's scores (no grad).
+torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+
+// With grad, for the updates: the log-probs (and, when `entropy` is given, the entropies) of
+// the actions of `batch`'s rows, and the critic's values.
+torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, torch::Tensor* entropy = nullptr);
+torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch);
+
+// Rows `index` (int64, any device) of every tensor of the batch.
+RolloutBatch select_rows(const RolloutBatch& batch, const torch::Tensor& index);
+
+}  // namespace quartet

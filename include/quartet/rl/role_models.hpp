@@ -1,0 +1,36 @@
+#pragma once
+// The models of one rank, built from the deck: for every role placed on this rank, its
+// ShardedModel over the role's group (weights from the Hugging Face directory, read slice by
+// slice, or random and seeded), the optimizer of a trained role, and the tokenizer. A random
+// reference starts from the actor's random weights (same seed), as a reference must.
+#include <array>
+#include <memory>
+
+#include "quartet/core/config.hpp"
+#include "quartet/dist/groups.hpp"
+#include "quartet/model/model_spec.hpp"
+#include "quartet/model/tokenizer.hpp"
+#include "quartet/shard/sharded_adamw.hpp"
+#include "quartet/shard/sharded_model.hpp"
+
+namespace quartet {
+
+struct RoleModel {
+  ModelSpec spec;
+  std::unique_ptr<ShardedModel> model;
+  std::unique_ptr<ShardedAdamW> optimizer;  // trained roles only
+  Collectives* group = nullptr;
+};
+
+struct RoleModels {
+  std::array<std::unique_ptr<RoleModel>, kNumRoles> roles;  // null where this rank holds no such model
+  RoleModel* get(Role r) const { return roles[static_cast<int>(r)].get(); }
+};
+
+// Collective over each role's group. `seed` = run.seed.
+RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device);
+
+// The tokenizer of the run: the actor's model directory's, or the built-in character one.
+std::unique_ptr<Tokenizer> run_tokenizer(const Config& config);
+
+}  // namespace quartet

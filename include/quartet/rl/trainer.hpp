@@ -1,0 +1,20 @@
+#pragma once
+// `quartet train DECK`: the RLHF loop. One iteration, disjoint placement (DESIGN.md):
+//   generate   actor ranks draw prompts, gather the actor's full weights once (hybrid engine),
+//              sample completions with the KV cache, and record their own log-probs;
+//   score      rollouts go over MPI to the reference (log-probs), reward (scores) and critic
+//              (values) groups, which work concurrently and send results back; a rule reward
+//              is scored on the actor ranks;
+//   advantages KL-shaped rewards, GAE / REINFORCE++ / GRPO / RLOO, whitened over the actor group;
+//              returns go to the critic;
+//   train      actor and critic update at the same time on their own groups.
+// Colocated placement runs the same phases on every rank in turn, parking the models a phase
+// does not use in host memory. Rank 0 prints one line per iteration.
+#include "quartet/core/cli.hpp"
+#include "quartet/dist/runtime.hpp"
+
+namespace quartet {
+
+int run_train(Runtime& runtime, const CommandLine& command_line);
+
+}  // namespace quartet

@@ -1,0 +1,297 @@
+#include "quartet/rl/advantages.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+
+namespace {
+
+std::string shape_of(const torch::Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+void check_same_shape(const char* fn, const char* a, const torch::Tensor& ta, const char* b,
+                      const torch::Tensor& tb) {
+  QUARTET_CHECK(ta.defined() && tb.defined() && ta.sizes() == tb.sizes(),
+                std::string(fn) + ": " + a + " " + shape_of(ta) + " and " + b + " " + shape_of(tb) +
+                    " must have the same shape");
+}
+
+void check_bt(const char* fn, const char* name, const torch::Tensor& t) {
+  QUARTET_CHECK(t.defined() && t.dim() == 2,
+                std::string(fn) + ": " + name + " must be [B, T], got " + shape_of(t));
+}
+
+// The mask as booleans: callers pass bool, integer or float masks. Every function selects with
+// torch::where on it rather than multiplying, so masked positions are never read (a NaN or an
+// inf in a padded slot cannot leak into the result).
+torch::Tensor as_bool(const torch::Tensor& mask) {
+  return mask.scalar_type() == torch::kBool ? mask : mask.ne(0);
+}
+
+torch::Tensor masked_float(const torch::Tensor& x, const torch::Tensor& keep) {
+  return torch::where(keep, x.to(torch::kFloat32), torch::zeros({}, x.options().dtype(torch::kFloat32)));
+}
+
+// Moves a small statistics tensor to where the group's backend works (a no-op when the data
+// already lives there) and sums it over the group.
+torch::Tensor all_reduce_sum(torch::Tensor stats, Collectives* group) {
+  if (!group) return stats;
+  auto on_group = stats.to(group->device()).contiguous();
+  group->all_reduce(on_group, ReduceOp::sum);
+  return on_group.to(stats.device());
+}
+
+}  // namespace
+
+KlEstimator kl_estimator_from_name(const std::string& name) {
+  if (name == "k1") return KlEstimator::k1;
+  if (name == "k2") return KlEstimator::k2;
+  if (name == "k3") return KlEstimator::k3;
+  QUARTET_CHECK(false, "unknown KL estimator '" + name + "' (expected k1 | k2 | k3)");
+  return KlEstimator::k1;  // not reached
+}
+
+torch::Tensor kl_estimate(const torch::Tensor& logp, const torch::Tensor& ref_logp,
+                          const torch::Tensor& action_mask, KlEstimator estimator) {
+  check_same_shape("kl_estimate", "logp", logp, "ref_logp", ref_logp);
+  check_same_shape("kl_estimate", "logp", logp, "action_mask", action_mask);
+  auto keep = as_bool(action_mask);
+  // float32 whatever the models computed in: bf16 log-probs differ by ~1e-2, the KL is smaller.
+  // Masked positions are zeroed before the estimator so their values (perhaps -inf) cannot
+  // reach exp() and turn the gradient into 0 * inf = NaN.
+  auto r = ref_logp.to(torch::kFloat32) - logp.to(torch::kFloat32);
+  r = torch::where(keep, r, torch::zeros({}, r.options()));
+  torch::Tensor k;
+  switch (estimator) {
+    case KlEstimator::k1: k = -r; break;
+    case KlEstimator::k2: k = r.square() * 0.5; break;
+    case KlEstimator::k3: k = torch::exp(r) - 1 - r; break;
+  }
+  // As OpenRLHF: each token's estimate is clamped to [-10, 10], so one token whose ratio ran
+  // away (exp(r) in k3 grows without bound) cannot dominate the penalty or the loss.
+  k = k.clamp(-10.0, 10.0);
+  return torch::where(keep, k, torch::zeros({}, k.options()));
+}
+
+torch::Tensor token_rewards(const torch::Tensor& scores, const torch::Tensor& kl,
+                            const torch::Tensor& action_mask, double kl_coef) {
+  check_bt("token_rewards", "action_mask", action_mask);
+  const int64_t B = action_mask.size(0), T = action_mask.size(1);
+  QUARTET_CHECK(scores.defined() && scores.dim() == 1 && scores.size(0) == B,
+                "token_rewards: scores must be [B] = [" + std::to_string(B) + "] (action_mask " +
+                    shape_of(action_mask) + "), got " + shape_of(scores));
+  auto keep = as_bool(action_mask);
+  auto zero = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(action_mask.device()));
+  torch::Tensor rewards;
+  if (kl.defined()) {
+    check_same_shape("token_rewards", "kl", kl, "action_mask", action_mask);
+    rewards = torch::where(keep, kl.to(torch::kFloat32) * -kl_coef, zero);
+  } else {
+    rewards = torch::zeros({B, T}, zero.options());
+  }
+  // Last action token of each row: the highest index whose mask is set. (t + 1) * mask has its
+  // maximum there; 0 means the row has no action token and gets no score.
+  auto pos1 = torch::arange(1, T + 1, torch::TensorOptions().dtype(torch::kLong).device(keep.device()));
+  auto last1 = torch::where(keep, pos1, torch::zeros({}, pos1.options())).amax(1);  // [B]
+  auto at_last = pos1.unsqueeze(0).eq(last1.unsqueeze(1)) & last1.gt(0).unsqueeze(1);
+  return rewards + torch::where(at_last, scores.to(torch::kFloat32).unsqueeze(1), zero);
+}
+
+// gae and discounted_returns run the backward recursion X_t = y_t + c X_{t+1} column by column
+// over T (vectorised over B). Masked positions are skipped rather than treated as steps: the
+// state is carried through them unchanged and they come back 0. For the usual masks (1...1 0...0)
+// this is exactly OpenRLHF's recursion on mask-multiplied inputs (the tail contributes 0, and the
+// last action token sees V = 0 and A = 0 after it); for masks with holes (tool output inside a
+// response) the next *action* token is the next step, as verl does it.
+AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
+                      const torch::Tensor& action_mask, double gamma, double lambda) {
+  check_bt("gae", "rewards", rewards);
+  check_same_shape("gae", "rewards", rewards, "values", values);
+  check_same_shape("gae", "rewards", rewards, "action_mask", action_mask);
+  torch::NoGradGuard no_grad;  // advantages and returns are targets, never differentiated
+  auto keep = as_bool(action_mask);
+  auto r = masked_float(rewards, keep);
+  auto v = masked_float(values, keep);
+  const int64_t B = r.size(0), T = r.size(1);
+  auto adv = torch::zeros({B, T}, r.options());
+  // State carried backwards over the action tokens: the value of the next action token and the
+  // advantage there; both 0 after the last one.
+  auto next_value = torch::zeros({B}, r.options());
+  auto next_adv = torch::zeros({B}, r.options());
+  for (int64_t t = T - 1; t >= 0; --t) {
+    auto k = keep.select(1, t);
+    auto vt = v.select(1, t);
+    auto delta = r.select(1, t) + gamma * next_value - vt;
+    auto a = delta + (gamma * lambda) * next_adv;
+    adv.select(1, t).copy_(torch::where(k, a, torch::zeros({}, a.options())));
+    next_adv = torch::where(k, a, next_adv);
+    next_value = torch::where(k, vt, next_value);
+  }
+  AdvantagesReturns out;
+  out.advantages = adv;
+  out.returns = torch::where(keep, adv + v, torch::zeros({}, adv.options()));
+  return out;
+}
+
+torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& action_mask, double gamma) {
+  check_bt("discounted_returns", "rewards", rewards);
+  check_same_shape("discounted_returns", "rewards", rewards, "action_mask", action_mask);
+  torch::NoGradGuard no_grad;
+  auto keep = as_bool(action_mask);
+  auto r = masked_float(rewards, keep);
+  const int64_t B = r.size(0), T = r.size(1);
+  auto out = torch::zeros({B, T}, r.options());
+  auto next = torch::zeros({B}, r.options());
+  for (int64_t t = T - 1; t >= 0; --t) {
+    auto k = keep.select(1, t);
+    auto g = r.select(1, t) + gamma * next;
+    out.select(1, t).copy_(torch::where(k, g, torch::zeros({}, g.options())));
+    next = torch::where(k, g, next);  // skipped positions do not discount
+  }
+  return out;
+}
+
+namespace {
+
+// [B] scores -> [G, n] groups, with the checks both group baselines need.
+torch::Tensor grouped_scores(const char* fn, const torch::Tensor& scores, const torch::Tensor& action_mask,
+                             int samples_per_prompt, int min_samples) {
+  check_bt(fn, "action_mask", action_mask);
+  const int64_t B = action_mask.size(0);
+  QUARTET_CHECK(scores.defined() && scores.dim() == 1 && scores.size(0) == B,
+                std::string(fn) + ": scores must be [B] = [" + std::to_string(B) + "] (action_mask " +
+                    shape_of(action_mask) + "), got " + shape_of(scores));
+  QUARTET_CHECK(samples_per_prompt >= min_samples,
+                std::string(fn) + ": samples_per_prompt must be >= " + std::to_string(min_samples) +
+                    ", got " + std::to_string(samples_per_prompt));
+  QUARTET_CHECK(B % samples_per_prompt == 0,
+                std::string(fn) + ": the batch of " + std::to_string(B) +
+                    " sequences is not a whole number of groups of samples_per_prompt = " +
+                    std::to_string(samples_per_prompt));
+  // float64 for the group statistics: scores may be large and groups are small.
+  return scores.to(torch::kFloat64).reshape({B / samples_per_prompt, samples_per_prompt});
+}
+
+torch::Tensor spread(const torch::Tensor& per_sequence, const torch::Tensor& action_mask) {
+  auto keep = as_bool(action_mask);
+  auto a = per_sequence.reshape({-1}).to(torch::kFloat32).unsqueeze(1);
+  return torch::where(keep, a, torch::zeros({}, a.options()));
+}
+
+}  // namespace
+
+torch::Tensor grpo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
+                              int samples_per_prompt, double eps) {
+  torch::NoGradGuard no_grad;
+  auto g = grouped_scores("grpo_advantages", scores, action_mask, samples_per_prompt, 1);
+  auto mean = g.mean(1, /*keepdim=*/true);
+  auto std = (g - mean).square().mean(1, /*keepdim=*/true).sqrt();  // population std (no Bessel)
+  return spread((g - mean) / (std + eps), action_mask);
+}
+
+torch::Tensor rloo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
+                              int samples_per_prompt) {
+  torch::NoGradGuard no_grad;
+  auto g = grouped_scores("rloo_advantages", scores, action_mask, samples_per_prompt, 2);
+  auto others = (g.sum(1, /*keepdim=*/true) - g) / double(samples_per_prompt - 1);
+  return spread(g - others, action_mask);
+}
+
+namespace {
+
+// Sum and count of x over mask, in float64 on x's device, summed over the group when there is
+// one: the shared first pass of masked_mean and masked_whiten.
+struct SumCount {
+  torch::Tensor sum, count;  // 0-dim float64
+};
+SumCount masked_sum_count(const torch::Tensor& x, const torch::Tensor& keep, Collectives* group) {
+  auto x64 = x.to(torch::kFloat64);
+  auto s = torch::where(keep, x64, torch::zeros({}, x64.options())).sum();
+  auto c = keep.sum().to(torch::kFloat64);
+  if (!group) return {s, c};
+  auto both = all_reduce_sum(torch::stack({s.detach(), c}), group);
+  return {both[0], both[1]};
+}
+
+}  // namespace
+
+torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group) {
+  check_same_shape("masked_mean", "x", x, "mask", mask);
+  auto keep = as_bool(mask);
+  auto sc = masked_sum_count(x, keep, group);
+  // Nothing selected: 0 rather than NaN, so an empty micro-batch logs 0 instead of poisoning
+  // averages. Without a group the result keeps x's autograd graph; with one it is detached.
+  auto mean = sc.sum / sc.count.clamp_min(1.0);
+  return mean.to(x.is_floating_point() ? x.scalar_type() : torch::kFloat32);
+}
+
+torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group,
+                            bool shift_mean, double eps) {
+  check_same_shape("masked_whiten", "x", x, "mask", mask);
+  torch::NoGradGuard no_grad;
+  auto keep = as_bool(mask);
+  auto x64 = x.to(torch::kFloat64);
+  auto zero = torch::zeros({}, x64.options());
+  // Two passes (mean, then the centred sum of squares), each all-reduced in float64: the second
+  // pass avoids the cancellation of sum(x^2) - n mean^2 when the mean is large against the spread.
+  auto sc = masked_sum_count(x64, keep, group);
+  auto n = sc.count.clamp_min(1.0);
+  auto mean = sc.sum / n;
+  auto centred = x64 - mean;
+  auto ss = torch::where(keep, centred.square(), zero).sum();
+  ss = all_reduce_sum(ss.reshape({1}), group).reshape({});
+  // Population variance (divide by n, no Bessel correction), as OpenRLHF's advantage
+  // normalisation and masked_normalize do: the batch is the whole population being rescaled.
+  auto var = ss / n;
+  auto w = centred * torch::rsqrt(var + eps);
+  if (!shift_mean) w = w + mean;  // keep the mean, rescale the spread around it (trl's whiten)
+  return torch::where(keep, w, zero).to(x.is_floating_point() ? x.scalar_type() : torch::kFloat32);
+}
+
+void RunningMoments::update(const torch::Tensor& x, Collectives* group) {
+  QUARTET_CHECK(x.defined(), "RunningMoments::update: x is undefined");
+  torch::NoGradGuard no_grad;
+  auto x64 = x.reshape({-1}).to(torch::kFloat64);
+  // The batch's count, mean and centred sum of squares over the whole group (two passes, as in
+  // masked_whiten), then Chan et al.'s pairwise combination with the running state.
+  auto cs = all_reduce_sum(torch::stack({torch::full({}, double(x64.numel()), x64.options()), x64.sum()}), group);
+  const double n_b = cs[0].item<double>();
+  if (n_b == 0) return;  // nothing seen anywhere: the state stays as it is
+  const double mean_b = cs[1].item<double>() / n_b;
+  auto ss = all_reduce_sum((x64 - mean_b).square().sum().reshape({1}), group);
+  const double m2_b = ss[0].item<double>();
+
+  const double n_a = count, n = n_a + n_b;
+  const double delta = mean_b - mean;
+  // var is the population variance of everything seen; M2 = var * count.
+  const double m2 = var * n_a + m2_b + delta * delta * n_a * n_b / n;
+  mean += delta * n_b / n;
+  var = m2 / n;
+  count = n;
+}
+
+torch::Tensor RunningMoments::normalise(const torch::Tensor& x) const {
+  // std of everything seen (population), floored so a constant history does not divide by 0.
+  const double std = std::max(std::sqrt(var), 1e-8);
+  return (x.to(torch::kFloat32) - mean) / std;
+}
+
+void KlController::update(double kl, double samples) {
+  if (!adaptive) return;
+  QUARTET_CHECK(target > 0 && horizon > 0, "KlController: target and horizon must be > 0 (target " +
+                                               std::to_string(target) + ", horizon " + std::to_string(horizon) + ")");
+  const double e = std::clamp(kl / target - 1.0, -0.2, 0.2);
+  coef *= 1.0 + e * samples / horizon;
+}
+
+}  // namespace quartet

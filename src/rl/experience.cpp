@@ -1,0 +1,119 @@
+#include "quartet/rl/experience.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "quartet/core/check.hpp"
+#include "quartet/rl/losses.hpp"
+
+namespace quartet {
+
+RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id) {
+  QUARTET_CHECK(!pieces.empty(), "concat_rollouts: no pieces");
+  int64_t P = 0, A = 0;
+  for (const auto& p : pieces) {
+    P = std::max(P, p.prompt_len());
+    A = std::max(A, p.actions());
+  }
+  std::vector<torch::Tensor> seq, attn, act;
+  for (const auto& p : pieces) {
+    const int64_t left = P - p.prompt_len(), right = A - p.actions();
+    namespace F = torch::nn::functional;
+    seq.push_back(F::pad(p.sequences, F::PadFuncOptions({left, right}).value(static_cast<double>(pad_id))));
+    attn.push_back(F::pad(p.attention_mask, F::PadFuncOptions({left, right})));
+    act.push_back(F::pad(p.action_mask, F::PadFuncOptions({0, right})));
+  }
+  return {torch::cat(seq), torch::cat(attn), torch::cat(act)};
+}
+
+std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const std::vector<RolloutBatch>& pieces) {
+  std::vector<torch::Tensor> out;
+  int64_t row = 0;
+  for (const auto& p : pieces) {
+    auto v = values.narrow(0, row, p.rows());
+    if (v.dim() == 2) v = v.narrow(1, 0, p.actions());
+    out.push_back(v.contiguous());
+    row += p.rows();
+  }
+  return out;
+}
+
+int64_t group_max(Collectives& group, int64_t mine) {
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(group.device());
+  auto in = torch::full({1}, mine, opts);
+  auto all = torch::empty({group.size()}, opts);
+  group.all_gather(in, all);
+  return all.max().item<int64_t>();
+}
+
+RolloutBatch select_rows(const RolloutBatch& b, const torch::Tensor& index) {
+  auto i = index.to(b.sequences.device());
+  return {b.sequences.index_select(0, i), b.attention_mask.index_select(0, i), b.action_mask.index_select(0, i)};
+}
+
+namespace {
+
+// Runs `fn` on micro-batches of `batch`, the same number of times on every rank of the group,
+// and concatenates the results of the real ones.
+torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+                            const std::function<torch::Tensor(const RolloutBatch&)>& fn) {
+  torch::NoGradGuard no_grad;
+  const int64_t rows = batch.rows();
+  const int64_t mine = (rows + micro_batch - 1) / micro_batch;
+  const int64_t calls = group_max(model.group(), mine);
+  std::vector<torch::Tensor> parts;
+  for (int64_t k = 0; k < calls; ++k) {
+    if (k < mine) {
+      const int64_t begin = k * micro_batch, n = std::min(micro_batch, rows - begin);
+      RolloutBatch mb{batch.sequences.narrow(0, begin, n), batch.attention_mask.narrow(0, begin, n),
+                      batch.action_mask.narrow(0, begin, n)};
+      parts.push_back(fn(mb));
+    } else {
+      // An empty turn: one pad token through the model so the group's collectives line up.
+      auto opts = torch::TensorOptions().dtype(torch::kLong).device(model.device());
+      RolloutBatch dummy{torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts), torch::ones({1, 1}, opts)};
+      (void)fn(dummy);
+    }
+  }
+  return parts.empty() ? torch::Tensor() : torch::cat(parts);
+}
+
+RolloutBatch on_device(const RolloutBatch& b, torch::Device d) {
+  return {b.sequences.to(d), b.attention_mask.to(d), b.action_mask.to(d)};
+}
+
+}  // namespace
+
+torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, torch::Tensor* entropy) {
+  auto b = on_device(batch, model.device());
+  auto logits = model.forward(b.sequences, b.attention_mask);
+  const int64_t P = b.prompt_len(), A = b.actions();
+  auto acting = logits.narrow(1, P - 1, A);
+  if (entropy) *entropy = token_entropy(acting);
+  return token_logprobs(acting, b.sequences.narrow(1, P, A));
+}
+
+torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch) {
+  auto b = on_device(batch, model.device());
+  auto values = model.forward(b.sequences, b.attention_mask);
+  return values.narrow(1, b.prompt_len() - 1, b.actions()).to(torch::kFloat32);
+}
+
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
+  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) { return action_logprobs(model, mb); });
+}
+
+torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
+  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) { return action_values(model, mb); });
+}
+
+torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
+  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
+    auto b = on_device(mb, model.device());
+    return model.forward(b.sequences, b.attention_mask).to(torch::kFloat32);
+  });
+}
+
+}  // namespace quartet

@@ -1,0 +1,216 @@
+#include "quartet/rl/losses.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "quartet/core/check.hpp"
+#include "quartet/rl/advantages.hpp"
+
+namespace quartet {
+
+namespace {
+
+std::string shape_of(const torch::Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+void check_same_shape(const char* fn, const char* a, const torch::Tensor& ta, const char* b,
+                      const torch::Tensor& tb) {
+  QUARTET_CHECK(ta.defined() && tb.defined() && ta.sizes() == tb.sizes(),
+                std::string(fn) + ": " + a + " " + shape_of(ta) + " and " + b + " " + shape_of(tb) +
+                    " must have the same shape");
+}
+
+torch::Tensor as_bool(const torch::Tensor& mask) {
+  return mask.scalar_type() == torch::kBool ? mask : mask.ne(0);
+}
+
+// Mean of v over the action tokens of this micro-batch, keeping v's graph; 0 when there are none.
+torch::Tensor masked_mean_local(const torch::Tensor& v, const torch::Tensor& keep) {
+  auto sum = torch::where(keep, v, torch::zeros({}, v.options())).sum();
+  return sum / keep.sum().clamp_min(1).to(v.scalar_type());
+}
+
+// ---- chunked log-softmax pieces ---------------------------------------------------------------
+// The logits of a policy are [B, T, V] with V ~ 1e5 in bf16; a float32 log-softmax of all of
+// them would be twice their size again. Both functions below work on blocks of rows, converting
+// one block at a time to float32, and are autograd Functions whose backward recomputes the
+// softmax block by block instead of saving float32 intermediates (only the logits themselves,
+// which exist anyway, are kept for backward).
+
+// About 2^24 float32 elements (64 MiB) per block.
+constexpr int64_t kBlockElements = int64_t(1) << 24;
+
+// Calls fn(b0, nb, t0, nt) for blocks that tile [B, T]: whole rows of several sequences when a
+// sequence is short, parts of one sequence when it is long. Blocks are narrow()s of the 3-D
+// logits, so a non-contiguous view (logits[:, :-1]) is never flattened into a copy.
+void for_each_block(int64_t B, int64_t T, int64_t V,
+                    const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn) {
+  const int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(V, 1));
+  if (T <= rows) {
+    const int64_t nb_max = std::max<int64_t>(1, rows / std::max<int64_t>(T, 1));
+    for (int64_t b0 = 0; b0 < B; b0 += nb_max) fn(b0, std::min(nb_max, B - b0), 0, T);
+  } else {
+    for (int64_t b0 = 0; b0 < B; ++b0)
+      for (int64_t t0 = 0; t0 < T; t0 += rows) fn(b0, 1, t0, std::min(rows, T - t0));
+  }
+}
+
+torch::Tensor block(const torch::Tensor& t, int64_t b0, int64_t nb, int64_t t0, int64_t nt) {
+  return t.narrow(0, b0, nb).narrow(1, t0, nt);
+}
+
+void check_logits(const char* fn, const torch::Tensor& logits) {
+  QUARTET_CHECK(logits.defined() && logits.dim() == 3 && logits.is_floating_point(),
+                std::string(fn) + ": logits must be a floating-point [B, T, V] tensor, got " + shape_of(logits));
+}
+
+class TokenLogprobs : public torch::autograd::Function<TokenLogprobs> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& tokens) {
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    auto out = torch::empty({B, T}, logits.options().dtype(torch::kFloat32));
+    for_each_block(B, T, V, [&](int64_t b0, int64_t nb, int64_t t0, int64_t nt) {
+      auto z = block(logits, b0, nb, t0, nt).to(torch::kFloat32);
+      auto tok = block(tokens, b0, nb, t0, nt).unsqueeze(-1);
+      block(out, b0, nb, t0, nt).copy_(z.gather(-1, tok).squeeze(-1) - z.logsumexp(-1));
+    });
+    ctx->save_for_backward({logits, tokens});
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto& logits = saved[0];
+    const auto& tokens = saved[1];
+    auto g = grads[0].to(torch::kFloat32);
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    auto grad = torch::empty(logits.sizes(), logits.options());
+    // d logp[tok] / d z = onehot(tok) - softmax(z)
+    for_each_block(B, T, V, [&](int64_t b0, int64_t nb, int64_t t0, int64_t nt) {
+      auto z = block(logits, b0, nb, t0, nt).to(torch::kFloat32);
+      auto gb = block(g, b0, nb, t0, nt).unsqueeze(-1);
+      auto d = torch::softmax(z, -1).mul_(gb).neg_();
+      d.scatter_add_(-1, block(tokens, b0, nb, t0, nt).unsqueeze(-1), gb);
+      block(grad, b0, nb, t0, nt).copy_(d);
+    });
+    return {grad, torch::Tensor()};
+  }
+};
+
+class TokenEntropy : public torch::autograd::Function<TokenEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits) {
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    auto out = torch::empty({B, T}, logits.options().dtype(torch::kFloat32));
+    // H = logsumexp(z) - sum_i p_i z_i
+    for_each_block(B, T, V, [&](int64_t b0, int64_t nb, int64_t t0, int64_t nt) {
+      auto z = block(logits, b0, nb, t0, nt).to(torch::kFloat32);
+      auto p = torch::softmax(z, -1);
+      block(out, b0, nb, t0, nt).copy_(z.logsumexp(-1) - (p * z).sum(-1));
+    });
+    ctx->save_for_backward({logits});
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto logits = ctx->get_saved_variables()[0];
+    auto g = grads[0].to(torch::kFloat32);
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    auto grad = torch::empty(logits.sizes(), logits.options());
+    // dH / dz_j = -p_j (z_j - sum_i p_i z_i)
+    for_each_block(B, T, V, [&](int64_t b0, int64_t nb, int64_t t0, int64_t nt) {
+      auto z = block(logits, b0, nb, t0, nt).to(torch::kFloat32);
+      auto p = torch::softmax(z, -1);
+      auto ez = (p * z).sum(-1, /*keepdim=*/true);
+      auto d = p * (z - ez) * block(g, b0, nb, t0, nt).unsqueeze(-1).neg();
+      block(grad, b0, nb, t0, nt).copy_(d);
+    });
+    return {grad};
+  }
+};
+
+}  // namespace
+
+torch::Tensor token_logprobs(const torch::Tensor& logits, const torch::Tensor& tokens) {
+  check_logits("token_logprobs", logits);
+  QUARTET_CHECK(tokens.defined() && tokens.dim() == 2 && tokens.size(0) == logits.size(0) &&
+                    tokens.size(1) == logits.size(1),
+                "token_logprobs: tokens " + shape_of(tokens) + " must be [B, T] of logits " + shape_of(logits));
+  QUARTET_CHECK(!tokens.is_floating_point() && tokens.scalar_type() != torch::kBool,
+                "token_logprobs: tokens must be integer ids");
+  return TokenLogprobs::apply(logits, tokens.to(torch::kLong));
+}
+
+torch::Tensor token_entropy(const torch::Tensor& logits) {
+  check_logits("token_entropy", logits);
+  return TokenEntropy::apply(logits);
+}
+
+PolicyLoss ppo_policy_loss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                           const torch::Tensor& advantages, const torch::Tensor& action_mask, double clip_eps) {
+  check_same_shape("ppo_policy_loss", "logp", logp, "old_logp", old_logp);
+  check_same_shape("ppo_policy_loss", "logp", logp, "advantages", advantages);
+  check_same_shape("ppo_policy_loss", "logp", logp, "action_mask", action_mask);
+  QUARTET_CHECK(clip_eps > 0, "ppo_policy_loss: clip_eps must be > 0, got " + std::to_string(clip_eps));
+  auto keep = as_bool(action_mask);
+  auto zero = torch::zeros({}, logp.options().dtype(torch::kFloat32));
+  // Masked positions are replaced before exp so that padding (possibly -inf log-probs) never
+  // produces inf * 0 = NaN in the graph.
+  auto log_ratio = torch::where(keep, logp.to(torch::kFloat32) - old_logp.to(torch::kFloat32).detach(), zero);
+  auto adv = torch::where(keep, advantages.to(torch::kFloat32).detach(), zero);
+  auto ratio = log_ratio.exp();
+  auto surr1 = ratio * adv;
+  auto surr2 = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv;
+  PolicyLoss out;
+  out.loss = masked_mean_local(-torch::min(surr1, surr2), keep);
+  torch::NoGradGuard no_grad;
+  // "Clipped" = the clipped term is the one the minimum takes (so the token gets no gradient),
+  // as OpenRLHF and trl count it: a ratio beyond the clip on the side where it does not help
+  // the objective is not clipped.
+  out.clip_fraction = masked_mean_local(surr2.lt(surr1).to(torch::kFloat32), keep).detach();
+  out.approx_kl = masked_mean_local((ratio - 1) - log_ratio, keep).detach();
+  return out;
+}
+
+ValueLoss ppo_value_loss(const torch::Tensor& values, const torch::Tensor& old_values,
+                         const torch::Tensor& returns, const torch::Tensor& action_mask, double value_clip) {
+  check_same_shape("ppo_value_loss", "values", values, "old_values", old_values);
+  check_same_shape("ppo_value_loss", "values", values, "returns", returns);
+  check_same_shape("ppo_value_loss", "values", values, "action_mask", action_mask);
+  auto keep = as_bool(action_mask);
+  auto zero = torch::zeros({}, values.options().dtype(torch::kFloat32));
+  auto v = torch::where(keep, values.to(torch::kFloat32), zero);
+  auto r = torch::where(keep, returns.to(torch::kFloat32).detach(), zero);
+  auto err = (v - r).square();
+  ValueLoss out;
+  if (value_clip > 0) {
+    auto old = torch::where(keep, old_values.to(torch::kFloat32).detach(), zero);
+    auto v_clipped = old + (v - old).clamp(-value_clip, value_clip);
+    auto err_clipped = (v_clipped - r).square();
+    out.loss = 0.5 * masked_mean_local(torch::max(err, err_clipped), keep);
+    torch::NoGradGuard no_grad;
+    // Tokens where the clipped error is the larger one, i.e. the one that drives the update.
+    out.clip_fraction = masked_mean_local(err_clipped.gt(err).to(torch::kFloat32), keep).detach();
+  } else {
+    out.loss = 0.5 * masked_mean_local(err, keep);
+    out.clip_fraction = torch::zeros({}, zero.options());
+  }
+  return out;
+}
+
+torch::Tensor kl_loss(const torch::Tensor& logp, const torch::Tensor& ref_logp, const torch::Tensor& action_mask) {
+  // k3 (non-negative, unbiased) as DeepSeekMath's GRPO; kl_estimate detaches nothing, so the
+  // gradient flows through logp (ref_logp comes from a frozen model and carries none).
+  auto k = kl_estimate(logp, ref_logp.detach(), action_mask, KlEstimator::k3);
+  return masked_mean_local(k, as_bool(action_mask));
+}
+
+}  // namespace quartet

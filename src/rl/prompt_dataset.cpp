@@ -1,0 +1,243 @@
+#include "quartet/rl/prompt_dataset.hpp"
+
+#include <hdf5.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+namespace {
+
+// ---- reading ----------------------------------------------------------------------------------
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// HDF5 by name (.h5, .hdf5) or by the format signature at the start of the file. A .h5 file that
+// is damaged then fails as HDF5 (which is what it was meant to be), not as a JSON line.
+bool looks_like_hdf5(const std::string& path) {
+  if (ends_with(path, ".h5") || ends_with(path, ".hdf5")) return true;
+  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {0};
+  return in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
+}
+
+std::string json_type(const nlohmann::json& j) { return j.type_name(); }
+
+// Closes an HDF5 handle when it goes out of scope, so an error midway leaks nothing.
+struct Handle {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~Handle() { if (id >= 0) close(id); }
+};
+
+// An integer dataset of the given rank, read as int64 (HDF5 converts narrower integers).
+std::vector<int64_t> read_int64(hid_t file, const std::string& path, const char* name, int rank,
+                                std::vector<hsize_t>& dims) {
+  const std::string what = path + ": dataset " + name;
+  QUARTET_CHECK(H5Lexists(file, name, H5P_DEFAULT) > 0,
+                path + ": no dataset \"" + name + "\" (a pre-tokenised prompts file holds "
+                "input_ids int64 [N, L], right-padded, and lengths int64 [N])");
+  Handle set{H5_CHECK(H5Dopen2(file, name, H5P_DEFAULT)), H5Dclose};
+  Handle type{H5_CHECK(H5Dget_type(set.id)), H5Tclose};
+  QUARTET_CHECK(H5Tget_class(type.id) == H5T_INTEGER, what + " does not hold integers");
+  Handle space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+  const int found = H5_CHECK(H5Sget_simple_extent_ndims(space.id));
+  QUARTET_CHECK(found == rank, what + " has " + std::to_string(found) + " dimensions, not " +
+                                   std::to_string(rank));
+  dims.assign(static_cast<size_t>(rank), 0);
+  H5_CHECK(H5Sget_simple_extent_dims(space.id, dims.data(), nullptr));
+  size_t n = 1;
+  for (hsize_t d : dims) n *= static_cast<size_t>(d);
+  std::vector<int64_t> out(n);
+  if (n > 0) H5_CHECK(H5Dread(set.id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+  return out;
+}
+
+// ---- order ------------------------------------------------------------------------------------
+
+// splitmix64's finaliser: spreads (seed, epoch) over the whole 64-bit seed space, so that
+// neighbouring seeds or epochs give unrelated generators.
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, bound) by rejection, written out: std::uniform_int_distribution's algorithm is
+// implementation-defined, and a resumed run may continue on another machine or compiler.
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound: the biased bottom values
+  for (;;) {
+    const uint64_t x = rng();
+    if (x >= threshold) return x % bound;
+  }
+}
+
+}  // namespace
+
+PromptDataset::PromptDataset(const std::string& path, const std::string& field,
+                             const Tokenizer* tokenizer, int64_t max_tokens)
+    : path_(path), field_(field), tokenizer_(tokenizer), max_tokens_(max_tokens) {
+  QUARTET_CHECK(max_tokens > 0, path + ": the prompt token limit must be positive, not " +
+                                    std::to_string(max_tokens));
+  std::ifstream probe(path);
+  QUARTET_CHECK(probe.good(), "cannot read prompts file '" + path + "'");
+  probe.close();
+
+  if (looks_like_hdf5(path)) {
+    // HDF5's own message says what is wrong (a truncated file, another format); the prefix says
+    // which file the run was reading.
+    hid_t fid = -1;
+    try {
+      fid = H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    } catch (const Error& e) {
+      fail(__FILE__, __LINE__, path + ": not a readable HDF5 file (" + e.what() + ")");
+    }
+    Handle file{fid, H5Fclose};
+    std::vector<hsize_t> ids_dims, len_dims;
+    const std::vector<int64_t> flat = read_int64(file.id, path, "input_ids", 2, ids_dims);
+    const std::vector<int64_t> lengths = read_int64(file.id, path, "lengths", 1, len_dims);
+    const int64_t n = static_cast<int64_t>(ids_dims[0]), width = static_cast<int64_t>(ids_dims[1]);
+    QUARTET_CHECK(static_cast<int64_t>(len_dims[0]) == n,
+                  path + ": lengths has " + std::to_string(len_dims[0]) + " entries but input_ids " +
+                      std::to_string(n) + " rows");
+    ids_.reserve(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t len = lengths[static_cast<size_t>(r)];
+      QUARTET_CHECK(len > 0 && len <= width,
+                    path + ": row " + std::to_string(r) + ": length " + std::to_string(len) +
+                        " is outside 1.." + std::to_string(width) + " (the width of input_ids)");
+      const auto begin = flat.begin() + r * width;
+      ids_.emplace_back(begin, begin + len);
+    }
+    QUARTET_CHECK(!ids_.empty(), path + ": input_ids has no rows (the file holds no prompts)");
+    return;
+  }
+
+  QUARTET_CHECK(tokenizer != nullptr, path + ": a JSONL prompts file needs a tokenizer");
+  std::ifstream in(path);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    // Blank lines (a trailing newline, a separator) are skipped, as read_prompts does.
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail(__FILE__, __LINE__, where + ": not JSON (" + e.what() + ")");
+    }
+    QUARTET_CHECK(j.is_object(), where + ": expected a JSON object, found " + json_type(j));
+    QUARTET_CHECK(j.contains(field), where + ": no \"" + field + "\" field");
+    QUARTET_CHECK(j[field].is_string(), where + ": \"" + field + "\" is " + json_type(j[field]) +
+                                            ", not a string");
+    std::string answer;
+    if (j.contains("answer")) {
+      QUARTET_CHECK(j["answer"].is_string(),
+                    where + ": \"answer\" is " + json_type(j["answer"]) + ", not a string");
+      answer = j["answer"].get<std::string>();
+    }
+    texts_.push_back(j[field].get<std::string>());
+    answers_.push_back(std::move(answer));
+    lines_.push_back(n);
+  }
+  QUARTET_CHECK(!texts_.empty(), path + ": holds no prompts (the file is empty or blank)");
+}
+
+int64_t PromptDataset::size() const {
+  return static_cast<int64_t>(ids_.empty() ? texts_.size() : ids_.size());
+}
+
+DatasetPrompt PromptDataset::get(int64_t index) const {
+  QUARTET_CHECK(index >= 0 && index < size(), path_ + ": prompt " + std::to_string(index) +
+                                                  " is outside 0.." + std::to_string(size() - 1));
+  const size_t i = static_cast<size_t>(index);
+  DatasetPrompt p;
+  p.index = index;
+  std::string where;
+  if (!ids_.empty()) {
+    where = path_ + ": row " + std::to_string(index);
+    p.ids = ids_[i];
+    if (tokenizer_) {
+      // Ids made with another tokenizer would index past the embedding table much later.
+      for (int64_t id : p.ids)
+        QUARTET_CHECK(id >= 0 && id < tokenizer_->vocab_size(),
+                      where + ": token id " + std::to_string(id) + " is outside the tokenizer's "
+                      "vocabulary of " + std::to_string(tokenizer_->vocab_size()));
+    }
+  } else {
+    where = path_ + ":" + std::to_string(lines_[i]);
+    p.text = texts_[i];
+    p.answer = answers_[i];
+    try {
+      p.ids = tokenizer_->encode(p.text, /*add_special_tokens=*/true);
+    } catch (const Error& e) {
+      fail(__FILE__, __LINE__, where + ": cannot tokenise the prompt: " + e.what());
+    }
+    QUARTET_CHECK(!p.ids.empty(), where + ": the prompt tokenises to no tokens");
+  }
+  // Refused, never cut: a cut prompt would be scored against an answer to a different question.
+  QUARTET_CHECK(static_cast<int64_t>(p.ids.size()) <= max_tokens_,
+                where + ": the prompt has " + std::to_string(p.ids.size()) +
+                    " tokens, more than the " + std::to_string(max_tokens_) +
+                    " allowed (rollout.max_prompt_tokens)");
+  return p;
+}
+
+PromptSampler::PromptSampler(int64_t dataset_size, uint64_t seed, int rank, int ranks)
+    : size_(dataset_size), seed_(seed), rank_(rank), ranks_(ranks) {
+  QUARTET_CHECK(dataset_size > 0, "PromptSampler: the dataset holds no prompts");
+  QUARTET_CHECK(ranks > 0 && rank >= 0 && rank < ranks,
+                "PromptSampler: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+}
+
+std::vector<int64_t> PromptSampler::permutation(int64_t epoch) const {
+  std::vector<int64_t> p(static_cast<size_t>(size_));
+  std::iota(p.begin(), p.end(), int64_t{0});
+  std::mt19937_64 rng(mix64(seed_ ^ mix64(static_cast<uint64_t>(epoch))));
+  // Fisher–Yates, from the back: every permutation equally likely, the same on every platform.
+  for (int64_t i = size_ - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(i) + 1));
+    std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(j)]);
+  }
+  return p;
+}
+
+std::vector<int64_t> PromptSampler::next(int count) {
+  QUARTET_CHECK(count >= 0, "PromptSampler::next: count " + std::to_string(count) + " is negative");
+  QUARTET_CHECK(cursor_.epoch >= 0 && cursor_.position >= 0 && cursor_.position < size_,
+                "PromptSampler: cursor (epoch " + std::to_string(cursor_.epoch) + ", position " +
+                    std::to_string(cursor_.position) + ") does not fit a dataset of " +
+                    std::to_string(size_) + " prompts");
+  // Positions run on through the epochs as one stream: position size_ of epoch e is position 0
+  // of epoch e + 1. A draw of count * ranks positions may therefore straddle an epoch (or
+  // several, when the dataset is smaller than ranks), and no prompt is ever dropped.
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  int64_t epoch = cursor_.epoch, position = cursor_.position + rank_;
+  int64_t perm_epoch = -1;
+  std::vector<int64_t> perm;
+  for (int k = 0; k < count; ++k) {
+    epoch += position / size_;
+    position %= size_;
+    if (perm_epoch != epoch) perm = permutation(perm_epoch = epoch);
+    out.push_back(perm[static_cast<size_t>(position)]);
+    position += ranks_;
+  }
+  // Every rank advances alike, whatever its own offset.
+  const int64_t end = cursor_.position + static_cast<int64_t>(count) * ranks_;
+  cursor_.epoch += end / size_;
+  cursor_.position = end % size_;
+  return out;
+}
+
+}  // namespace quartet

@@ -1,0 +1,448 @@
+#include "quartet/rl/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "quartet/core/check.hpp"
+#include "quartet/core/log.hpp"
+#include "quartet/dist/device_memory.hpp"
+#include "quartet/dist/exchange.hpp"
+#include "quartet/model/generation.hpp"
+#include "quartet/rl/advantages.hpp"
+#include "quartet/rl/experience.hpp"
+#include "quartet/rl/prompt_dataset.hpp"
+#include "quartet/rl/role_models.hpp"
+#include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/updates.hpp"
+#include "quartet/shard/memory_plan.hpp"
+
+namespace quartet {
+
+namespace {
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+// Left-padded prompts.
+std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs, int64_t pad) {
+  int64_t len = 1;
+  for (const auto& s : seqs) len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
+  const auto n = static_cast<int64_t>(seqs.size());
+  auto ids = torch::full({n, len}, pad, torch::kLong);
+  auto mask = torch::zeros({n, len}, torch::kLong);
+  for (int64_t b = 0; b < n; ++b) {
+    const auto& s = seqs[static_cast<size_t>(b)];
+    const auto k = static_cast<int64_t>(s.size());
+    if (k == 0) continue;
+    ids[b].narrow(0, len - k, k).copy_(torch::tensor(s, torch::kLong));
+    mask[b].narrow(0, len - k, k).fill_(1);
+  }
+  return {ids, mask};
+}
+
+// The metrics of one iteration, summed over the world: each slot is filled by the ranks that
+// own it (already divided by their count where it is a mean), zero elsewhere.
+enum Slot {
+  kScoreSum, kScoreSqSum, kScoreCount, kScoreMin, kScoreMax, kKlSum, kLengthSum, kPolicyLoss, kClip, kApproxKl,
+  kEntropy, kKlLoss, kValueLoss, kValueClip, kActorNorm, kCriticNorm, kKlCoef, kLr, kSlots
+};
+enum Phase { kGenerate, kScore, kAdvantages, kTrain, kPhases };
+const char* const kPhaseNames[] = {"generate", "score", "advantages", "train"};
+
+struct Exchanges {
+  std::unique_ptr<GroupExchange> reference, reward, critic, returns;
+};
+
+class Trainer {
+ public:
+  Trainer(Runtime& rt) : rt_(rt), cfg_(rt.config), al_(cfg_.algorithm) {}
+  int run();
+
+ private:
+  bool in(Role r) const {
+    return rt_.groups->has(r) && rt_.groups->of(r).member();
+  }
+  bool colocated() const { return rt_.placement.mode == "colocated"; }
+  // Colocated: only the models of the phase stay on the device.
+  void activate(std::initializer_list<Role> roles);
+
+  RolloutBatch generate_rollouts(int iteration, std::vector<std::string>* prompts, std::vector<std::string>* answers);
+  torch::Tensor rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts);
+
+  Runtime& rt_;
+  const Config& cfg_;
+  const AlgorithmConfig& al_;
+  RoleModels models_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<RuleReward> rule_;
+  std::unique_ptr<PromptDataset> dataset_;
+  std::unique_ptr<PromptSampler> sampler_;
+  std::vector<int64_t> stop_ids_;
+  int64_t pad_id_ = 0;
+  KlController kl_;
+  RunningMoments moments_;
+};
+
+void Trainer::activate(std::initializer_list<Role> roles) {
+  if (!colocated()) return;
+  for (Role r : kAllRoles) {
+    RoleModel* m = models_.get(r);
+    if (!m) continue;
+    const bool wanted = std::find(roles.begin(), roles.end(), r) != roles.end();
+    if (wanted) m->model->unpark();
+    else m->model->park();
+  }
+}
+
+RolloutBatch Trainer::generate_rollouts(int iteration, std::vector<std::string>* prompts,
+                                        std::vector<std::string>* answers) {
+  RoleModel& actor = *models_.get(Role::actor);
+  std::vector<std::vector<int64_t>> ids;
+  for (int64_t index : sampler_->next(cfg_.rollout.batch)) {
+    DatasetPrompt p = dataset_->get(index);
+    for (int k = 0; k < al_.samples_per_prompt; ++k) {
+      ids.push_back(p.ids);
+      prompts->push_back(p.text);
+      answers->push_back(p.answer);
+    }
+  }
+  auto [prompt, prompt_mask] = left_pad(ids, pad_id_);
+  const auto dev = actor.model->device();
+  SamplingParams sp;
+  sp.temperature = cfg_.rollout.temperature;
+  sp.top_k = cfg_.rollout.top_k;
+  sp.top_p = cfg_.rollout.top_p;
+  sp.max_new_tokens = cfg_.rollout.max_new_tokens;
+  sp.stop_ids = stop_ids_;
+  sp.pad_id = pad_id_;
+  sp.seed = cfg_.run.seed * 1000003u + static_cast<uint64_t>(iteration) * 4099u + static_cast<uint64_t>(rt_.world.rank());
+  actor.model->gather_full();
+  Generation g = generate(actor.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
+  actor.model->release_full();
+  const int64_t P = prompt.size(1);
+  RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()};
+  return b;
+}
+
+torch::Tensor Trainer::rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts) {
+  auto actions = b.sequences.narrow(1, b.prompt_len(), b.actions()).to(torch::kCPU);
+  auto mask = b.action_mask.to(torch::kCPU);
+  std::vector<float> scores;
+  for (int64_t r = 0; r < b.rows(); ++r) {
+    std::vector<int64_t> ids;
+    for (int64_t t = 0; t < b.actions(); ++t)
+      if (mask[r][t].item<int64_t>()) ids.push_back(actions[r][t].item<int64_t>());
+    const std::string text = tokenizer_->decode(ids, /*skip_special_tokens=*/true);
+    scores.push_back(static_cast<float>(rule_->score(prompts[static_cast<size_t>(r)], text)));
+  }
+  return torch::tensor(scores, torch::kFloat32);
+}
+
+int Trainer::run() {
+  const World& world = rt_.world;
+  const int iterations = cfg_.run.iterations;
+  const bool critic_free = al_.name != "ppo";
+  // Everything that can be refused is refused on every rank alike, before any model is built.
+  bool ok = world.agree([&] {
+    if (!rt_.placement.has(Role::actor)) cfg_.deck.fail("placement.actor", "must give the actor at least one rank");
+    if (cfg_.rollout.prompts.empty()) cfg_.deck.fail("rollout.prompts", "is not set: train needs a prompts file");
+    if (!critic_free && !rt_.placement.has(Role::critic))
+      cfg_.deck.fail("placement.critic", "is 0, but algorithm.name = ppo needs a critic (or use grpo | rloo | reinforce++)");
+    if (critic_free && rt_.placement.has(Role::critic) && rt_.placement.mode == "disjoint")
+      cfg_.deck.fail("placement.critic", "gives the critic ranks, but " + al_.name + " has no critic: set it to 0");
+    const bool rule = cfg_.reward.kind.rfind("rule:", 0) == 0;
+    if (rule) {
+      rule_ = make_rule_reward(cfg_.reward.kind.substr(5));
+      if (rt_.placement.has(Role::reward) && rt_.placement.mode == "disjoint")
+        cfg_.deck.fail("placement.reward", "gives the reward ranks, but model.reward.kind is " + cfg_.reward.kind +
+                                               " (scored on the actor ranks): set it to 0");
+    } else {
+      if (cfg_.reward.path.empty()) cfg_.deck.fail("model.reward.path", "is not set and model.reward.kind is model");
+      if (!rt_.placement.has(Role::reward)) cfg_.deck.fail("placement.reward", "is 0, but a reward model needs ranks");
+    }
+    if (!rt_.placement.has(Role::reference) && al_.kl_coef > 0)
+      cfg_.deck.fail("placement.reference", "is 0, but algorithm.kl_coef > 0 needs the reference model");
+    tokenizer_ = run_tokenizer(cfg_);
+    // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
+    auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
+    check_plan(plan);
+  });
+  if (!ok) return 2;
+
+  pad_id_ = tokenizer_->pad_id.value_or(tokenizer_->eos_id.value_or(0));
+  if (tokenizer_->eos_id) stop_ids_.push_back(*tokenizer_->eos_id);
+  for (const auto& s : cfg_.rollout.stop) {
+    auto id = tokenizer_->token_to_id(s);
+    QUARTET_CHECK(id.has_value(), "rollout.stop: '" + s + "' is not a token of the tokenizer");
+    stop_ids_.push_back(*id);
+  }
+  kl_.adaptive = al_.kl_controller == "adaptive";
+  kl_.coef = al_.kl_coef;
+  kl_.target = al_.kl_target;
+  kl_.horizon = al_.kl_horizon;
+
+  printf0("train: %s, %s placement (%s), %d iterations\n", al_.name.c_str(), rt_.placement.mode.c_str(),
+          rt_.placement.describe().c_str(), iterations);
+  models_ = build_role_models(cfg_, *rt_.groups, rt_.device);
+  RoleModel* actor = models_.get(Role::actor);
+  RoleModel* critic = models_.get(Role::critic);
+  RoleModel* reference = models_.get(Role::reference);
+  RoleModel* reward = models_.get(Role::reward);
+  if (actor) {
+    dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
+                                               cfg_.rollout.max_prompt_tokens);
+    sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.run.seed, actor->group->rank(),
+                                               actor->group->size());
+  }
+
+  Exchanges ex;
+  if (!colocated()) {
+    const auto& actors = rt_.placement.ranks_of(Role::actor);
+    auto make = [&](Role r, const char* name, int tag) -> std::unique_ptr<GroupExchange> {
+      if (!rt_.placement.has(r) || !has_model(cfg_, r)) return nullptr;
+      return std::make_unique<GroupExchange>(world, name, actors, rt_.placement.ranks_of(r), tag, rt_.device,
+                                             rt_.watchdog.get());
+    };
+    ex.reference = make(Role::reference, "rollouts to reference", 11);
+    ex.reward = make(Role::reward, "rollouts to reward", 12);
+    ex.critic = make(Role::critic, "rollouts to critic", 13);
+    ex.returns = make(Role::critic, "returns to critic", 14);
+  }
+
+  const int64_t rows_per_actor = static_cast<int64_t>(cfg_.rollout.batch) * al_.samples_per_prompt;
+  const int64_t actor_total = iterations * steps_per_iteration(cfg_, rows_per_actor);
+  int64_t actor_step = 0, critic_step = 0, critic_total = 0;
+  const double start = seconds();
+  for (int it = 0; it < iterations; ++it) {
+    std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
+    double t = seconds();
+    // ---- generate ----
+    RolloutBatch batch;
+    std::vector<std::string> prompts, answers;
+    torch::Tensor old_logp;
+    if (actor) {
+      activate({Role::actor});
+      batch = generate_rollouts(it, &prompts, &answers);
+      actor->model->gather_full();
+      old_logp = score_logprobs(*actor->model, batch, cfg_.train.micro_batch);
+      actor->model->release_full();
+    }
+    phase[kGenerate] = seconds() - t;
+    t = seconds();
+
+    // ---- score ----
+    torch::Tensor ref_logp, scores, values;
+    std::vector<RolloutBatch> critic_pieces;
+    torch::Tensor critic_old_values;
+    auto as_batch = [](const RolloutBatch& b) { return Batch{b.sequences, b.attention_mask, b.action_mask}; };
+    auto as_rollouts = [](const std::vector<Batch>& pieces) {
+      std::vector<RolloutBatch> out;
+      for (const auto& p : pieces) out.push_back({p[0], p[1], p[2]});
+      return out;
+    };
+    if (colocated()) {
+      if (reference) {
+        activate({Role::reference});
+        ref_logp = score_logprobs(*reference->model, batch, cfg_.train.micro_batch);
+      }
+      if (reward) {
+        activate({Role::reward});
+        scores = score_sequences(*reward->model, batch, cfg_.train.micro_batch);
+      }
+      if (critic) {
+        activate({Role::critic});
+        values = score_values(*critic->model, batch, cfg_.train.micro_batch);
+      }
+    } else {
+      // Actor ranks send first to every scoring group, then collect: the groups score concurrently.
+      if (actor) {
+        if (ex.reference) ex.reference->forward(as_batch(batch));
+        if (ex.reward) ex.reward->forward(as_batch(batch));
+        if (ex.critic) ex.critic->forward(as_batch(batch));
+      }
+      auto serve = [&](GroupExchange* e, RoleModel* m, int kind) {
+        auto pieces = as_rollouts(e->forward({}));
+        auto joined = concat_rollouts(pieces, pad_id_);
+        torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch)
+                            : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
+                                        : score_values(*m->model, joined, cfg_.train.micro_batch);
+        std::vector<Batch> results;
+        for (auto& part : split_by_pieces(out, pieces)) results.push_back({part});
+        e->backward(results);
+        if (kind == 2) {
+          critic_pieces = pieces;
+          critic_old_values = out;
+        }
+      };
+      if (reference && ex.reference) serve(ex.reference.get(), reference, 0);
+      if (reward && ex.reward) serve(ex.reward.get(), reward, 1);
+      if (critic && ex.critic) serve(ex.critic.get(), critic, 2);
+      if (actor) {
+        if (ex.reference) ref_logp = ex.reference->backward({})[0];
+        if (ex.reward) scores = ex.reward->backward({})[0];
+        if (ex.critic) values = ex.critic->backward({})[0];
+      }
+    }
+    if (actor && rule_) scores = rule_scores(batch, prompts);
+    phase[kScore] = seconds() - t;
+    t = seconds();
+
+    // ---- advantages (actor ranks) ----
+    torch::Tensor advantages, returns;
+    if (actor) {
+      Collectives* group = actor->group;
+      const auto dev = actor->model->device();
+      auto mask = batch.action_mask.to(dev).to(torch::kFloat32);
+      scores = scores.to(dev).to(torch::kFloat32);
+      // Statistics of the raw scores, for the log.
+      slots[kScoreSum] = scores.sum().item<double>();
+      slots[kScoreSqSum] = scores.pow(2).sum().item<double>();
+      slots[kScoreCount] = static_cast<double>(scores.numel());
+      slots[kScoreMin] = scores.min().item<double>();
+      slots[kScoreMax] = scores.max().item<double>();
+      slots[kLengthSum] = mask.sum().item<double>();
+      auto shaped = scores;
+      if (al_.normalize_rewards) {
+        moments_.update(shaped, group);
+        shaped = moments_.normalise(shaped);
+      }
+      if (al_.reward_clip > 0) shaped = shaped.clamp(-al_.reward_clip, al_.reward_clip);
+      torch::Tensor kl;
+      if (ref_logp.defined()) {
+        ref_logp = ref_logp.to(dev);
+        kl = kl_estimate(old_logp.to(dev), ref_logp, mask, kl_estimator_from_name(al_.kl_estimator));
+        slots[kKlSum] = kl.sum().item<double>();
+      }
+      const int n = al_.samples_per_prompt;
+      if (al_.name == "ppo") {
+        values = values.to(dev).to(torch::kFloat32);
+        auto rewards = token_rewards(shaped, kl, mask, kl_.coef);
+        auto ar = gae(rewards, values, mask, al_.gamma, al_.lambda);
+        advantages = al_.whiten_advantages ? masked_whiten(ar.advantages, mask, group) : ar.advantages;
+        returns = ar.returns;
+      } else if (al_.name == "reinforce++") {
+        auto rewards = token_rewards(shaped, kl, mask, kl_.coef);
+        auto g = discounted_returns(rewards, mask, al_.gamma);
+        advantages = masked_whiten(g, mask, group);
+      } else if (al_.name == "grpo") {
+        advantages = grpo_advantages(shaped, mask, n);
+      } else {  // rloo: sequence reward minus the KL penalty, leave-one-out baseline
+        auto seq = kl.defined() ? shaped - kl_.coef * kl.sum(1) : shaped;
+        advantages = rloo_advantages(seq, mask, n);
+      }
+      // The controller sees the mean per-sequence KL of the whole actor group.
+      auto stats = torch::tensor({slots[kKlSum], slots[kScoreCount]},
+                                 torch::TensorOptions().dtype(torch::kFloat64).device(group->device()));
+      group->all_reduce(stats, ReduceOp::sum);
+      if (ref_logp.defined()) kl_.update(stats[0].item<double>() / stats[1].item<double>(), stats[1].item<double>());
+    }
+    if (ex.returns) {
+      if (actor) ex.returns->forward({returns});
+      if (critic) {
+        std::vector<RolloutBatch> parts;
+        for (auto& p : ex.returns->forward({})) parts.push_back({p[0], p[0], p[0]});
+        // The returns arrive in the same route order as the rollouts did; join them like those.
+        std::vector<torch::Tensor> padded;
+        const int64_t A = concat_rollouts(critic_pieces, pad_id_).actions();
+        for (auto& p : parts) {
+          namespace F = torch::nn::functional;
+          padded.push_back(F::pad(p.sequences, F::PadFuncOptions({0, A - p.sequences.size(1)})));
+        }
+        returns = torch::cat(padded);
+      }
+    }
+    phase[kAdvantages] = seconds() - t;
+    t = seconds();
+
+    // ---- train ----
+    UpdateStats ps, vs;
+    const uint64_t shuffle_seed = cfg_.run.seed * 31u + static_cast<uint64_t>(it);
+    if (actor) {
+      activate({Role::actor});
+      PolicyTargets tg{batch, old_logp, advantages, al_.name == "grpo" ? ref_logp : torch::Tensor()};
+      ps = update_policy(*actor, tg, cfg_, &actor_step, actor_total, shuffle_seed);
+    }
+    if (critic) {
+      activate({Role::critic});
+      RolloutBatch cb = colocated() ? batch : concat_rollouts(critic_pieces, pad_id_);
+      torch::Tensor old_v = colocated() ? values : critic_old_values;
+      if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, cb.rows()));
+      vs = update_critic(*critic, cb, old_v, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);
+    }
+    phase[kTrain] = seconds() - t;
+
+    // ---- metrics ----
+    if (actor && actor->group->rank() == 0) {
+      slots[kPolicyLoss] = ps.loss;
+      slots[kClip] = ps.clip_fraction;
+      slots[kApproxKl] = ps.approx_kl;
+      slots[kEntropy] = ps.entropy;
+      slots[kKlLoss] = ps.kl_loss;
+      slots[kActorNorm] = ps.grad_norm;
+      slots[kKlCoef] = kl_.coef;
+      slots[kLr] = ps.lr;
+    }
+    if (critic && critic->group->rank() == 0) {
+      slots[kValueLoss] = vs.loss;
+      slots[kValueClip] = vs.clip_fraction;
+      slots[kCriticNorm] = vs.grad_norm;
+    }
+    if (!actor) slots[kScoreMin] = slots[kScoreMax] = 0;
+    std::vector<double> sums(kSlots), times(kPhases);
+    std::vector<double> mins{actor ? slots[kScoreMin] : 1e300}, maxs{actor ? slots[kScoreMax] : -1e300};
+    MPI_CHECK(MPI_Allreduce(slots.data(), sums.data(), kSlots, MPI_DOUBLE, MPI_SUM, world.comm()));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mins.data(), 1, MPI_DOUBLE, MPI_MIN, world.comm()));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, maxs.data(), 1, MPI_DOUBLE, MPI_MAX, world.comm()));
+    MPI_CHECK(MPI_Allreduce(phase.data(), times.data(), kPhases, MPI_DOUBLE, MPI_MAX, world.comm()));
+    const double n = std::max(1.0, sums[kScoreCount]);
+    const double mean = sums[kScoreSum] / n;
+    const double sd = std::sqrt(std::max(0.0, sums[kScoreSqSum] / n - mean * mean));
+    double iter_time = 0;
+    for (double p : times) iter_time += p;
+    const double elapsed = seconds() - start;
+    const double eta = elapsed / (it + 1) * (iterations - it - 1);
+    std::string line;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "iter %*d/%d | reward %.3f ±%.3f [%.2f, %.2f] | kl %.4f (coef %.3f) | policy %+.4f clip %.3f",
+                  static_cast<int>(std::to_string(iterations).size()), it + 1, iterations, mean, sd, mins[0], maxs[0],
+                  sums[kKlSum] / n, sums[kKlCoef], sums[kPolicyLoss], sums[kClip]);
+    line += buf;
+    if (!critic_free) {
+      std::snprintf(buf, sizeof buf, " | value %.4f", sums[kValueLoss]);
+      line += buf;
+    }
+    std::snprintf(buf, sizeof buf, " | len %.1f | %.0f tok/s | gen %.2fs score %.2fs adv %.2fs train %.2fs | ETA %s",
+                  sums[kLengthSum] / n, sums[kLengthSum] / std::max(1e-9, iter_time), times[kGenerate], times[kScore],
+                  times[kAdvantages], times[kTrain], duration_text(eta).c_str());
+    line += buf;
+    printf0("%s\n", line.c_str());
+  }
+  const auto mem = device_memory(rt_.device);
+  if (rt_.device.is_cuda())
+    eprintf_rank("train: peak device memory %.2f GiB\n", static_cast<double>(mem.peak_allocated) / (1ull << 30));
+  printf0("train: done in %s\n", duration_text(seconds() - start).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_train(Runtime& runtime, const CommandLine&) {
+  Trainer trainer(runtime);
+  return trainer.run();
+}
+
+}  // namespace quartet
