@@ -95,7 +95,47 @@ class Trainer {
   int64_t pad_id_ = 0;
   KlController kl_;
   RunningMoments moments_;
+  std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
+  // Marks the end of `phase`: its time and the device's peak since the last mark.
+  double end_phase(Phase phase, double start);
+  void report_memory();
 };
+
+double Trainer::end_phase(Phase phase, double start) {
+  if (rt_.device.is_cuda()) {
+    synchronize_device(rt_.device);
+    peak_gib_[phase] = std::max(peak_gib_[phase], static_cast<double>(device_memory(rt_.device).peak_allocated) /
+                                                      static_cast<double>(1ull << 30));
+    reset_peak_memory(rt_.device);
+  }
+  return seconds() - start;
+}
+
+// Every rank's measured peak per phase against its plan, printed by rank 0.
+void Trainer::report_memory() {
+  const World& world = rt_.world;
+  if (!rt_.device.is_cuda()) {
+    printf0("train: peak device memory per phase is measured on GPUs only (this run is on the CPU)\n");
+    return;
+  }
+  auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
+  std::vector<double> mine = peak_gib_;
+  double planned = 0;
+  for (const auto& role : plan.ranks[static_cast<size_t>(world.rank())].roles)
+    planned = std::max(planned, static_cast<double>(role.peak) / static_cast<double>(1ull << 30));
+  mine.push_back(planned);
+  std::vector<double> all(static_cast<size_t>(world.size()) * mine.size());
+  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+                       MPI_DOUBLE, 0, world.comm()));
+  printf0("train: peak device memory per phase (GiB, caching allocator) against the plan's peak\n");
+  printf0("  %-5s %-30s %9s %9s %11s %9s %9s\n", "rank", "roles", "generate", "score", "advantages", "train", "plan");
+  for (int r = 0; r < world.size(); ++r) {
+    std::string roles;
+    for (Role role : rt_.placement.roles_of(r)) roles += std::string(roles.empty() ? "" : "+") + role_name(role);
+    const double* v = all.data() + static_cast<size_t>(r) * mine.size();
+    printf0("  %-5d %-30s %9.2f %9.2f %11.2f %9.2f %9.2f\n", r, roles.c_str(), v[0], v[1], v[2], v[3], v[4]);
+  }
+}
 
 void Trainer::activate(std::initializer_list<Role> roles) {
   if (!colocated()) return;
@@ -229,6 +269,7 @@ int Trainer::run() {
   const double start = seconds();
   for (int it = 0; it < iterations; ++it) {
     std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
+    if (rt_.device.is_cuda()) reset_peak_memory(rt_.device);
     double t = seconds();
     // ---- generate ----
     RolloutBatch batch;
@@ -241,7 +282,7 @@ int Trainer::run() {
       old_logp = score_logprobs(*actor->model, batch, cfg_.train.micro_batch);
       actor->model->release_full();
     }
-    phase[kGenerate] = seconds() - t;
+    phase[kGenerate] = end_phase(kGenerate, t);
     t = seconds();
 
     // ---- score ----
@@ -298,7 +339,7 @@ int Trainer::run() {
       }
     }
     if (actor && rule_) scores = rule_scores(batch, prompts);
-    phase[kScore] = seconds() - t;
+    phase[kScore] = end_phase(kScore, t);
     t = seconds();
 
     // ---- advantages (actor ranks) ----
@@ -365,7 +406,7 @@ int Trainer::run() {
         returns = torch::cat(padded);
       }
     }
-    phase[kAdvantages] = seconds() - t;
+    phase[kAdvantages] = end_phase(kAdvantages, t);
     t = seconds();
 
     // ---- train ----
@@ -383,7 +424,7 @@ int Trainer::run() {
       if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, cb.rows()));
       vs = update_critic(*critic, cb, old_v, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);
     }
-    phase[kTrain] = seconds() - t;
+    phase[kTrain] = end_phase(kTrain, t);
 
     // ---- metrics ----
     if (actor && actor->group->rank() == 0) {
@@ -431,9 +472,7 @@ int Trainer::run() {
     line += buf;
     printf0("%s\n", line.c_str());
   }
-  const auto mem = device_memory(rt_.device);
-  if (rt_.device.is_cuda())
-    eprintf_rank("train: peak device memory %.2f GiB\n", static_cast<double>(mem.peak_allocated) / (1ull << 30));
+  report_memory();
   printf0("train: done in %s\n", duration_text(seconds() - start).c_str());
   return 0;
 }
