@@ -80,6 +80,7 @@ const po::options_description& deck_schema() {
       ("algorithm.reward_clip", po::value<double>()->default_value(al.reward_clip), "clip scores to [-c, c] (0 = off)")
       ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
       ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
+      ("output.sample_every", po::value<int>()->default_value(0), "print one sampled prompt, completion and score every N iterations (0 = never)")
       ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
     d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
@@ -131,7 +132,7 @@ void require_one_of(const Deck& deck, const std::string& key, const std::string&
 }  // namespace
 
 Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.run.name = deck.get<std::string>("run.name");
   c.run.out = deck.get<std::string>("run.out");
   c.run.seed = deck.get<std::uint64_t>("run.seed");
@@ -240,6 +241,9 @@ Config load_config(const Deck& deck) {
   require_one_of(deck, "train.schedule", c.train.schedule, {"constant", "linear", "cosine"});
   c.train.min_lr_ratio = deck.get<double>("train.min_lr_ratio");
   if (!(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1)) deck.fail("train.min_lr_ratio", "must be in [0, 1]");
+
+  c.output.sample_every = deck.get<int>("output.sample_every");
+  if (c.output.sample_every < 0) deck.fail("output.sample_every", "must be >= 0");
 
   AlgorithmConfig& a = c.algorithm;
   a.name = deck.get<std::string>("algorithm.name");

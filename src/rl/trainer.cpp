@@ -471,6 +471,18 @@ int Trainer::run() {
                   times[kAdvantages], times[kTrain], duration_text(eta).c_str());
     line += buf;
     printf0("%s\n", line.c_str());
+    // A sample, so the log shows what the policy writes (the actor's first rank holds it).
+    const int every = cfg_.output.sample_every;
+    if (every > 0 && (it + 1) % every == 0 && actor && actor->group->rank() == 0 && batch.rows() > 0) {
+      std::vector<int64_t> ids;
+      auto acts = batch.sequences[0].narrow(0, batch.prompt_len(), batch.actions()).to(torch::kCPU);
+      auto m = batch.action_mask[0].to(torch::kCPU);
+      for (int64_t k = 0; k < batch.actions(); ++k)
+        if (m[k].item<int64_t>()) ids.push_back(acts[k].item<int64_t>());
+      std::printf("  sample: %s -> \"%s\" (score %.2f)\n", prompts[0].c_str(),
+                  tokenizer_->decode(ids, /*skip_special_tokens=*/true).c_str(), scores[0].item<double>());
+      std::fflush(stdout);
+    }
   }
   report_memory();
   printf0("train: done in %s\n", duration_text(seconds() - start).c_str());

@@ -94,6 +94,10 @@ struct RolloutConfig {          // [rollout]
   std::vector<std::string> stop;  // stop tokens (token strings); the tokenizer's EOS always stops
 };
 
+struct OutputConfig {           // [output]
+  int sample_every = 0;         // print one sampled completion every N iterations (0 = never)
+};
+
 struct Config {
   Deck deck;  // the parsed deck, for error messages naming key and line
   RunConfig run;
@@ -103,6 +107,7 @@ struct Config {
   RolloutConfig rollout;
   TrainConfig train;
   AlgorithmConfig algorithm;
+  OutputConfig output;
 };
 
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
