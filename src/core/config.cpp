@@ -86,6 +86,7 @@ const po::options_description& deck_schema() {
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
       ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
+      ("rollout.micro_batch", po::value<int>()->default_value(ro.micro_batch), "prompts per generation chunk and rank (0 = the whole batch); the scoring groups score chunk c while chunk c+1 is generated")
       ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
       ("rollout.temperature", po::value<double>()->default_value(ro.temperature), "sampling temperature (>= 0; 0 = greedy)")
@@ -209,6 +210,8 @@ Config load_config(const Deck& deck) {
     deck.fail("rollout.prompts", "is '" + c.rollout.prompts + "', which is not a readable file");
   c.rollout.batch = deck.get<int>("rollout.batch");
   if (c.rollout.batch < 1) deck.fail("rollout.batch", "must be at least 1");
+  c.rollout.micro_batch = deck.get<int>("rollout.micro_batch");
+  if (c.rollout.micro_batch < 0) deck.fail("rollout.micro_batch", "must be >= 0");
   c.rollout.max_prompt_tokens = deck.get<int>("rollout.max_prompt_tokens");
   if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
   c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");

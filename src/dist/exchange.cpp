@@ -235,7 +235,32 @@ std::vector<int> GroupExchange::sources_of(int dst_index, int num_src, int num_d
   return from;
 }
 
+struct GroupExchange::Posted {
+  std::unique_ptr<Transfer> transfer;
+};
+
+GroupExchange::~GroupExchange() {
+  try {
+    finish_sends();
+  } catch (...) {
+    // A destructor cannot report; the watchdog or MPI's own errors have spoken already.
+  }
+}
+
+void GroupExchange::finish_sends() {
+  if (!posted_) return;
+  auto p = std::move(posted_);
+  p->transfer->finish();
+}
+
+void GroupExchange::backward_posted(const std::vector<Batch>& results) {
+  QUARTET_CHECK(index_in(src_, world_.rank()) < 0,
+                "exchange '" + name_ + "': backward_posted() is for ranks that are only destinations");
+  backward_impl(results, /*wait=*/false);
+}
+
 std::vector<Batch> GroupExchange::forward(const Batch& mine) {
+  finish_sends();
   const int ns = static_cast<int>(src_.size()), nd = static_cast<int>(dst_.size());
   const int si = index_in(src_, world_.rank()), di = index_in(dst_, world_.rank());
   if (si < 0 && di < 0) return {};
@@ -275,13 +300,17 @@ std::vector<Batch> GroupExchange::forward(const Batch& mine) {
   return got;
 }
 
-Batch GroupExchange::backward(const std::vector<Batch>& results) {
+Batch GroupExchange::backward(const std::vector<Batch>& results) { return backward_impl(results, true); }
+
+Batch GroupExchange::backward_impl(const std::vector<Batch>& results, bool wait) {
+  finish_sends();
   const int ns = static_cast<int>(src_.size()), nd = static_cast<int>(dst_.size());
   const int si = index_in(src_, world_.rank()), di = index_in(dst_, world_.rank());
   if (si < 0 && di < 0) return {};
   const std::string what = "exchange '" + name_ + "' backward";
-  Transfer x(world_.exchange_comm(), 2 * tag_ + 1, watchdog_,
-             describe(name_, "backward", si, ns, di, nd));
+  auto transfer = std::make_unique<Transfer>(world_.exchange_comm(), 2 * tag_ + 1, watchdog_,
+                                             describe(name_, "backward", si, ns, di, nd));
+  Transfer& x = *transfer;
 
   if (di >= 0) {
     const std::vector<int> to = world_ranks(src_, sources_of(di, ns, nd));
@@ -326,6 +355,11 @@ Batch GroupExchange::backward(const std::vector<Batch>& results) {
       }
     }
     mine = to_device(std::move(mine), device_);
+  }
+  if (!wait) {
+    posted_ = std::make_unique<Posted>();
+    posted_->transfer = std::move(transfer);
+    return mine;
   }
   x.finish();
   return mine;

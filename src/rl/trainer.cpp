@@ -63,9 +63,21 @@ enum Slot {
 enum Phase { kGenerate, kScore, kAdvantages, kTrain, kPhases };
 const char* const kPhaseNames[] = {"generate", "score", "advantages", "train"};
 
+// One exchange per scoring group and generation chunk, so that chunk c can be in flight while
+// chunk c - 1 is being scored (each exchange holds one outstanding batch).
 struct Exchanges {
-  std::unique_ptr<GroupExchange> reference, reward, critic, returns;
+  std::vector<std::unique_ptr<GroupExchange>> reference, reward, critic, returns;
 };
+
+// [r_c, A_c] parts as one [sum r_c, A] tensor, right-padded with zeros.
+torch::Tensor cat_actions(const std::vector<torch::Tensor>& parts, int64_t A) {
+  std::vector<torch::Tensor> padded;
+  for (const auto& p : parts) {
+    namespace F = torch::nn::functional;
+    padded.push_back(F::pad(p, F::PadFuncOptions({0, A - p.size(1)})));
+  }
+  return torch::cat(padded);
+}
 
 class Trainer {
  public:
@@ -80,7 +92,8 @@ class Trainer {
   // Colocated: only the models of the phase stay on the device.
   void activate(std::initializer_list<Role> roles);
 
-  RolloutBatch generate_rollouts(int iteration, std::vector<std::string>* prompts, std::vector<std::string>* answers);
+  RolloutBatch generate_rollouts(int iteration, int chunk, int count, std::vector<std::string>* prompts,
+                                 std::vector<std::string>* answers);
   torch::Tensor rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts);
 
   Runtime& rt_;
@@ -148,11 +161,11 @@ void Trainer::activate(std::initializer_list<Role> roles) {
   }
 }
 
-RolloutBatch Trainer::generate_rollouts(int iteration, std::vector<std::string>* prompts,
+RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std::vector<std::string>* prompts,
                                         std::vector<std::string>* answers) {
   RoleModel& actor = *models_.get(Role::actor);
   std::vector<std::vector<int64_t>> ids;
-  for (int64_t index : sampler_->next(cfg_.rollout.batch)) {
+  for (int64_t index : sampler_->next(count)) {
     DatasetPrompt p = dataset_->get(index);
     for (int k = 0; k < al_.samples_per_prompt; ++k) {
       ids.push_back(p.ids);
@@ -169,10 +182,9 @@ RolloutBatch Trainer::generate_rollouts(int iteration, std::vector<std::string>*
   sp.max_new_tokens = cfg_.rollout.max_new_tokens;
   sp.stop_ids = stop_ids_;
   sp.pad_id = pad_id_;
-  sp.seed = cfg_.run.seed * 1000003u + static_cast<uint64_t>(iteration) * 4099u + static_cast<uint64_t>(rt_.world.rank());
-  actor.model->gather_full();
+  sp.seed = cfg_.run.seed * 1000003u + static_cast<uint64_t>(iteration) * 4099u + static_cast<uint64_t>(chunk) * 131u +
+            static_cast<uint64_t>(rt_.world.rank());
   Generation g = generate(actor.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
-  actor.model->release_full();
   const int64_t P = prompt.size(1);
   RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()};
   return b;
@@ -249,18 +261,26 @@ int Trainer::run() {
                                                actor->group->size());
   }
 
+  // Generation in chunks of rollout.micro_batch prompts: each chunk goes to the scoring groups
+  // as soon as it is generated, and is scored while the next one is generated.
+  const int chunk_prompts = cfg_.rollout.micro_batch > 0 ? std::min(cfg_.rollout.micro_batch, cfg_.rollout.batch)
+                                                        : cfg_.rollout.batch;
+  const int chunks = (cfg_.rollout.batch + chunk_prompts - 1) / chunk_prompts;
+  auto chunk_size = [&](int c) { return std::min(chunk_prompts, cfg_.rollout.batch - c * chunk_prompts); };
   Exchanges ex;
   if (!colocated()) {
     const auto& actors = rt_.placement.ranks_of(Role::actor);
-    auto make = [&](Role r, const char* name, int tag) -> std::unique_ptr<GroupExchange> {
-      if (!rt_.placement.has(r) || !has_model(cfg_, r)) return nullptr;
-      return std::make_unique<GroupExchange>(world, name, actors, rt_.placement.ranks_of(r), tag, rt_.device,
-                                             rt_.watchdog.get());
+    auto make = [&](Role r, const std::string& name, int kind, std::vector<std::unique_ptr<GroupExchange>>* out) {
+      if (!rt_.placement.has(r) || !has_model(cfg_, r)) return;
+      for (int c = 0; c < chunks; ++c)
+        out->push_back(std::make_unique<GroupExchange>(world, name + " (chunk " + std::to_string(c) + ")", actors,
+                                                       rt_.placement.ranks_of(r), 16 + 4 * c + kind, rt_.device,
+                                                       rt_.watchdog.get()));
     };
-    ex.reference = make(Role::reference, "rollouts to reference", 11);
-    ex.reward = make(Role::reward, "rollouts to reward", 12);
-    ex.critic = make(Role::critic, "rollouts to critic", 13);
-    ex.returns = make(Role::critic, "returns to critic", 14);
+    make(Role::reference, "rollouts to reference", 0, &ex.reference);
+    make(Role::reward, "rollouts to reward", 1, &ex.reward);
+    make(Role::critic, "rollouts to critic", 2, &ex.critic);
+    make(Role::critic, "returns to critic", 3, &ex.returns);
   }
 
   const int64_t rows_per_actor = static_cast<int64_t>(cfg_.rollout.batch) * al_.samples_per_prompt;
@@ -271,16 +291,31 @@ int Trainer::run() {
     std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
     if (rt_.device.is_cuda()) reset_peak_memory(rt_.device);
     double t = seconds();
-    // ---- generate ----
+    // ---- generate (and, disjoint, hand each chunk to the scoring groups) ----
     RolloutBatch batch;
     std::vector<std::string> prompts, answers;
     torch::Tensor old_logp;
+    std::vector<RolloutBatch> chunk_batches;
+    auto as_batch = [](const RolloutBatch& b) { return Batch{b.sequences, b.attention_mask, b.action_mask}; };
+    auto as_rollouts = [](const std::vector<Batch>& pieces) {
+      std::vector<RolloutBatch> out;
+      for (const auto& p : pieces) out.push_back({p[0], p[1], p[2]});
+      return out;
+    };
     if (actor) {
       activate({Role::actor});
-      batch = generate_rollouts(it, &prompts, &answers);
-      actor->model->gather_full();
-      old_logp = score_logprobs(*actor->model, batch, cfg_.train.micro_batch);
+      std::vector<torch::Tensor> old_parts;
+      actor->model->gather_full();  // hybrid engine: the full weights once per iteration
+      for (int c = 0; c < chunks; ++c) {
+        RolloutBatch b = generate_rollouts(it, c, chunk_size(c), &prompts, &answers);
+        old_parts.push_back(score_logprobs(*actor->model, b, cfg_.train.micro_batch));
+        for (auto* group : {&ex.reference, &ex.reward, &ex.critic})
+          if (!group->empty()) (*group)[static_cast<size_t>(c)]->forward(as_batch(b));
+        chunk_batches.push_back(b);
+      }
       actor->model->release_full();
+      batch = concat_rollouts(chunk_batches, pad_id_);
+      old_logp = cat_actions(old_parts, batch.actions());
     }
     phase[kGenerate] = end_phase(kGenerate, t);
     t = seconds();
@@ -289,12 +324,6 @@ int Trainer::run() {
     torch::Tensor ref_logp, scores, values;
     std::vector<RolloutBatch> critic_pieces;
     torch::Tensor critic_old_values;
-    auto as_batch = [](const RolloutBatch& b) { return Batch{b.sequences, b.attention_mask, b.action_mask}; };
-    auto as_rollouts = [](const std::vector<Batch>& pieces) {
-      std::vector<RolloutBatch> out;
-      for (const auto& p : pieces) out.push_back({p[0], p[1], p[2]});
-      return out;
-    };
     if (colocated()) {
       if (reference) {
         activate({Role::reference});
@@ -309,33 +338,39 @@ int Trainer::run() {
         values = score_values(*critic->model, batch, cfg_.train.micro_batch);
       }
     } else {
-      // Actor ranks send first to every scoring group, then collect: the groups score concurrently.
-      if (actor) {
-        if (ex.reference) ex.reference->forward(as_batch(batch));
-        if (ex.reward) ex.reward->forward(as_batch(batch));
-        if (ex.critic) ex.critic->forward(as_batch(batch));
-      }
-      auto serve = [&](GroupExchange* e, RoleModel* m, int kind) {
-        auto pieces = as_rollouts(e->forward({}));
-        auto joined = concat_rollouts(pieces, pad_id_);
-        torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch)
-                            : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
-                                        : score_values(*m->model, joined, cfg_.train.micro_batch);
-        std::vector<Batch> results;
-        for (auto& part : split_by_pieces(out, pieces)) results.push_back({part});
-        e->backward(results);
-        if (kind == 2) {
-          critic_pieces = pieces;
-          critic_old_values = out;
+      // A scoring rank takes the chunks as they come, answers each without waiting for the
+      // actor to collect the answer, and moves on to the next.
+      auto serve = [&](std::vector<std::unique_ptr<GroupExchange>>& exs, RoleModel* m, int kind) {
+        std::vector<torch::Tensor> outs;
+        for (auto& e : exs) {
+          auto pieces = as_rollouts(e->forward({}));
+          auto joined = concat_rollouts(pieces, pad_id_);
+          torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch)
+                              : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
+                                          : score_values(*m->model, joined, cfg_.train.micro_batch);
+          std::vector<Batch> results;
+          for (auto& part : split_by_pieces(out, pieces)) results.push_back({part});
+          e->backward_posted(results);
+          if (kind == 2) {
+            critic_pieces.insert(critic_pieces.end(), pieces.begin(), pieces.end());
+            for (auto& part : split_by_pieces(out, pieces)) outs.push_back(part);
+          }
         }
+        for (auto& e : exs) e->finish_sends();
+        if (kind == 2) critic_old_values = cat_actions(outs, concat_rollouts(critic_pieces, pad_id_).actions());
       };
-      if (reference && ex.reference) serve(ex.reference.get(), reference, 0);
-      if (reward && ex.reward) serve(ex.reward.get(), reward, 1);
-      if (critic && ex.critic) serve(ex.critic.get(), critic, 2);
+      if (reference && !ex.reference.empty()) serve(ex.reference, reference, 0);
+      if (reward && !ex.reward.empty()) serve(ex.reward, reward, 1);
+      if (critic && !ex.critic.empty()) serve(ex.critic, critic, 2);
       if (actor) {
-        if (ex.reference) ref_logp = ex.reference->backward({})[0];
-        if (ex.reward) scores = ex.reward->backward({})[0];
-        if (ex.critic) values = ex.critic->backward({})[0];
+        auto collect = [&](std::vector<std::unique_ptr<GroupExchange>>& exs, bool per_token) {
+          std::vector<torch::Tensor> parts;
+          for (auto& e : exs) parts.push_back(e->backward({})[0]);
+          return per_token ? cat_actions(parts, batch.actions()) : torch::cat(parts);
+        };
+        if (!ex.reference.empty()) ref_logp = collect(ex.reference, true);
+        if (!ex.reward.empty()) scores = collect(ex.reward, false);
+        if (!ex.critic.empty()) values = collect(ex.critic, true);
       }
     }
     if (actor && rule_) scores = rule_scores(batch, prompts);
@@ -391,19 +426,22 @@ int Trainer::run() {
       group->all_reduce(stats, ReduceOp::sum);
       if (ref_logp.defined()) kl_.update(stats[0].item<double>() / stats[1].item<double>(), stats[1].item<double>());
     }
-    if (ex.returns) {
-      if (actor) ex.returns->forward({returns});
-      if (critic) {
-        std::vector<RolloutBatch> parts;
-        for (auto& p : ex.returns->forward({})) parts.push_back({p[0], p[0], p[0]});
-        // The returns arrive in the same route order as the rollouts did; join them like those.
-        std::vector<torch::Tensor> padded;
-        const int64_t A = concat_rollouts(critic_pieces, pad_id_).actions();
-        for (auto& p : parts) {
-          namespace F = torch::nn::functional;
-          padded.push_back(F::pad(p.sequences, F::PadFuncOptions({0, A - p.sequences.size(1)})));
+    if (!ex.returns.empty()) {
+      if (actor) {
+        // Chunk by chunk, so the critic's rows line up with the rollouts it holds.
+        int64_t row = 0;
+        for (int c = 0; c < chunks; ++c) {
+          const RolloutBatch& cb = chunk_batches[static_cast<size_t>(c)];
+          ex.returns[static_cast<size_t>(c)]->forward(
+              {returns.narrow(0, row, cb.rows()).narrow(1, 0, cb.actions()).contiguous()});
+          row += cb.rows();
         }
-        returns = torch::cat(padded);
+      }
+      if (critic) {
+        std::vector<torch::Tensor> parts;
+        for (auto& e : ex.returns)
+          for (auto& p : e->forward({})) parts.push_back(p[0]);
+        returns = cat_actions(parts, concat_rollouts(critic_pieces, pad_id_).actions());
       }
     }
     phase[kAdvantages] = end_phase(kAdvantages, t);

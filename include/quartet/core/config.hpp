@@ -86,6 +86,8 @@ struct RolloutConfig {          // [rollout]
   std::string prompts;          // JSONL file, one {"prompt": "..."} per line, or pre-tokenised HDF5
   std::string prompt_field = "prompt";  // the JSONL field holding the prompt text
   int batch = 8;                // prompts per generation batch and rank
+  int micro_batch = 0;          // prompts per generation chunk (0 = the whole batch): chunk c is
+                                // scored by the other groups while chunk c + 1 is generated
   int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
   double temperature = 1.0;     // 0 = greedy

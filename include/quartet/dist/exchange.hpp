@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ class GroupExchange {
   std::vector<Batch> forward(const Batch& mine);
   // Destination ranks pass one result batch per received piece; source ranks get their rows back.
   Batch backward(const std::vector<Batch>& results);
+  // Destination ranks only: backward() that returns as soon as the results are posted, so the
+  // rank can go on (to the next forward of another exchange) while the sources are still busy.
+  // finish_sends() waits for the sources to take them; the next call on this exchange and the
+  // destructor do too.
+  void backward_posted(const std::vector<Batch>& results);
+  void finish_sends();
+  ~GroupExchange();
+  GroupExchange(const GroupExchange&) = delete;
+  GroupExchange& operator=(const GroupExchange&) = delete;
 
   // The route, by group index: where source i sends, where destination j receives from.
   static std::vector<int> destinations_of(int src_index, int num_src, int num_dst);
@@ -60,6 +70,9 @@ class GroupExchange {
   // last forward(): backward() must answer each piece with exactly as many rows.
   std::vector<std::int64_t> sent_rows_;
   std::vector<std::int64_t> received_rows_;
+  struct Posted;                    // sends of backward_posted() not yet taken
+  std::unique_ptr<Posted> posted_;
+  Batch backward_impl(const std::vector<Batch>& results, bool wait);
 };
 
 }  // namespace quartet
