@@ -8,6 +8,7 @@
 #include "quartet/core/log.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "quartet/dist/selfcheck.hpp"
+#include "quartet/io/inspect_command.hpp"
 #include "quartet/model/generate_command.hpp"
 #include "quartet/model/tokenize_command.hpp"
 #include "quartet/rl/trainer.hpp"
@@ -36,6 +37,8 @@ const Command kCommands[] = {
       {{"decode", nullptr, "read token ids, print text"},
        {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
      nullptr, quartet::run_tokenize},
+    {{"inspect", "summarise a run file (run.h5): attributes, iterations, last and best metrics", "FILE"},
+     nullptr, quartet::run_inspect},
     {{"plan", "the memory plan: bytes per role and rank against the device memory (no MPI, no GPU)",
       "DECK",
       {{"ranks", "N", "ranks of the job (default: the sum of the placement's counts; colocated decks need it)"},

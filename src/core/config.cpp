@@ -81,6 +81,7 @@ const po::options_description& deck_schema() {
       ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
       ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
       ("output.sample_every", po::value<int>()->default_value(0), "print one sampled prompt, completion and score every N iterations (0 = never)")
+      ("output.rollouts_every", po::value<int>()->default_value(10), "store the rollouts in <run.out>/run.h5 every N iterations (0 = never)")
       ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
     d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
@@ -247,6 +248,8 @@ Config load_config(const Deck& deck) {
 
   c.output.sample_every = deck.get<int>("output.sample_every");
   if (c.output.sample_every < 0) deck.fail("output.sample_every", "must be >= 0");
+  c.output.rollouts_every = deck.get<int>("output.rollouts_every");
+  if (c.output.rollouts_every < 0) deck.fail("output.rollouts_every", "must be >= 0");
 
   AlgorithmConfig& a = c.algorithm;
   a.name = deck.get<std::string>("algorithm.name");

@@ -9,9 +9,11 @@
 #include <optional>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/dist/exchange.hpp"
+#include "quartet/io/run_file.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/experience.hpp"
@@ -108,6 +110,8 @@ class Trainer {
   int64_t pad_id_ = 0;
   KlController kl_;
   RunningMoments moments_;
+  std::unique_ptr<RunFile> run_file_;  // actor ranks
+  std::string decode_actions(const RolloutBatch& b, int64_t row) const;
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
@@ -190,6 +194,15 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   return b;
 }
 
+std::string Trainer::decode_actions(const RolloutBatch& b, int64_t row) const {
+  auto acts = b.sequences[row].narrow(0, b.prompt_len(), b.actions()).to(torch::kCPU);
+  auto m = b.action_mask[row].to(torch::kCPU);
+  std::vector<int64_t> ids;
+  for (int64_t k = 0; k < b.actions(); ++k)
+    if (m[k].item<int64_t>()) ids.push_back(acts[k].item<int64_t>());
+  return tokenizer_->decode(ids, /*skip_special_tokens=*/true);
+}
+
 torch::Tensor Trainer::rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts) {
   auto actions = b.sequences.narrow(1, b.prompt_len(), b.actions()).to(torch::kCPU);
   auto mask = b.action_mask.to(torch::kCPU);
@@ -255,6 +268,27 @@ int Trainer::run() {
   RoleModel* reference = models_.get(Role::reference);
   RoleModel* reward = models_.get(Role::reward);
   if (actor) {
+    // The run file: written by the actor group (rollouts collectively, numbers by its rank 0).
+    RunFileInfo info;
+    info.version = QUARTET_VERSION;
+    info.git_commit = QUARTET_GIT_COMMIT;
+    info.deck = cfg_.deck.resolved();
+    info.placement = rt_.placement.describe();
+    info.algorithm = al_.name;
+    info.world_size = world.size();
+    info.iterations_planned = iterations;
+    // Without checkpoints to resume from, a run.h5 already in run.out belongs to an earlier
+    // run: it is kept as run.h5.prev rather than mixed with this one.
+    if (actor->group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
+      const std::string from = cfg_.run.out + "/run.h5", to = from + ".prev";
+      QUARTET_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot move the earlier " + from + " to " + to);
+      printf0("train: an earlier %s was moved to %s\n", from.c_str(), to.c_str());
+    }
+    MPI_CHECK(MPI_Barrier(rt_.groups->of(Role::actor).comm));
+    auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
+    std::vector<double> planned;
+    for (const auto& rp : plan.ranks) planned.push_back(static_cast<double>(rp.peak));
+    run_file_ = std::make_unique<RunFile>(cfg_.run.out, rt_.groups->of(Role::actor).comm, info, planned);
     dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
                                                cfg_.rollout.max_prompt_tokens);
     sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.run.seed, actor->group->rank(),
@@ -509,16 +543,60 @@ int Trainer::run() {
                   times[kAdvantages], times[kTrain], duration_text(eta).c_str());
     line += buf;
     printf0("%s\n", line.c_str());
+
+    // The run file: every rank's phase times and peaks, then the actor group appends.
+    std::vector<double> mine(phase);
+    for (int p = 0; p < kPhases; ++p) mine.push_back(peak_gib_[static_cast<size_t>(p)] * static_cast<double>(1ull << 30));
+    std::vector<double> per_rank(static_cast<size_t>(world.size()) * mine.size());
+    MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, per_rank.data(),
+                            static_cast<int>(mine.size()), MPI_DOUBLE, world.comm()));
+    if (run_file_) {
+      IterationRecord rec;
+      rec.iteration = it + 1;
+      rec.metrics = {{"reward_mean", mean}, {"reward_std", sd}, {"reward_min", mins[0]}, {"reward_max", maxs[0]},
+                     {"kl", sums[kKlSum] / n}, {"kl_coef", sums[kKlCoef]}, {"policy_loss", sums[kPolicyLoss]},
+                     {"clip_fraction", sums[kClip]}, {"approx_kl", sums[kApproxKl]}, {"entropy", sums[kEntropy]},
+                     {"response_length", sums[kLengthSum] / n}, {"tokens_per_s", sums[kLengthSum] / std::max(1e-9, iter_time)},
+                     {"lr", sums[kLr]}, {"grad_norm_actor", sums[kActorNorm]}, {"time_generate", times[kGenerate]},
+                     {"time_score", times[kScore]}, {"time_advantages", times[kAdvantages]},
+                     {"time_train", times[kTrain]}, {"time_iteration", iter_time}};
+      if (!critic_free)
+        for (auto kv : {std::pair<const char*, double>{"value_loss", sums[kValueLoss]},
+                        {"value_clip_fraction", sums[kValueClip]}, {"grad_norm_critic", sums[kCriticNorm]}})
+          rec.metrics[kv.first] = kv.second;
+      if (al_.name == "grpo") rec.metrics["kl_loss"] = sums[kKlLoss];
+      for (int p = 0; p < kPhases; ++p) {
+        auto& tv = rec.timing[kPhaseNames[p]];
+        auto& mv = rec.memory[kPhaseNames[p]];
+        for (int r = 0; r < world.size(); ++r) {
+          tv.push_back(per_rank[static_cast<size_t>(r) * mine.size() + static_cast<size_t>(p)]);
+          mv.push_back(per_rank[static_cast<size_t>(r) * mine.size() + kPhases + static_cast<size_t>(p)]);
+        }
+      }
+      RolloutRecord ro;
+      const int every_n = cfg_.output.rollouts_every;
+      const bool store = every_n > 0 && ((it + 1) % every_n == 0 || it == 0);
+      if (store) {
+        ro.iteration = it + 1;
+        ro.sequences = batch.sequences;
+        ro.attention_mask = batch.attention_mask;
+        ro.action_mask = batch.action_mask;
+        ro.scores = scores;
+        ro.logprobs = old_logp;
+        ro.ref_logprobs = ref_logp;
+        ro.values = values;
+        ro.advantages = advantages;
+        ro.returns = returns;
+        ro.prompts = prompts;
+        for (int64_t r = 0; r < batch.rows(); ++r) ro.completions.push_back(decode_actions(batch, r));
+      }
+      run_file_->append(rec, store ? &ro : nullptr);
+    }
     // A sample, so the log shows what the policy writes (the actor's first rank holds it).
     const int every = cfg_.output.sample_every;
     if (every > 0 && (it + 1) % every == 0 && actor && actor->group->rank() == 0 && batch.rows() > 0) {
-      std::vector<int64_t> ids;
-      auto acts = batch.sequences[0].narrow(0, batch.prompt_len(), batch.actions()).to(torch::kCPU);
-      auto m = batch.action_mask[0].to(torch::kCPU);
-      for (int64_t k = 0; k < batch.actions(); ++k)
-        if (m[k].item<int64_t>()) ids.push_back(acts[k].item<int64_t>());
-      std::printf("  sample: %s -> \"%s\" (score %.2f)\n", prompts[0].c_str(),
-                  tokenizer_->decode(ids, /*skip_special_tokens=*/true).c_str(), scores[0].item<double>());
+      std::printf("  sample: %s -> \"%s\" (score %.2f)\n", prompts[0].c_str(), decode_actions(batch, 0).c_str(),
+                  scores[0].item<double>());
       std::fflush(stdout);
     }
   }

@@ -98,6 +98,7 @@ struct RolloutConfig {          // [rollout]
 
 struct OutputConfig {           // [output]
   int sample_every = 0;         // print one sampled completion every N iterations (0 = never)
+  int rollouts_every = 10;      // store the rollouts in the run file every N iterations (0 = never)
 };
 
 struct Config {
