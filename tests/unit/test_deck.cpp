@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <unistd.h>
 #include <fstream>
 
 #include "quartet/core/config.hpp"
@@ -156,6 +157,9 @@ TEST(Deck, ShippedDecksParse) {
   const char* src = std::getenv("QUARTET_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "ctest sets QUARTET_SOURCE_DIR";
   int decks = 0;
+  // Paths in the shipped decks (prompt files) are relative to the repository root, where
+  // `make run` and the docs run them.
+  ASSERT_EQ(::chdir(src), 0);
   // opendir, not std::filesystem (see include/quartet/core/files.hpp).
   const std::string dir = std::string(src) + "/inputs/";
   DIR* d = opendir(dir.c_str());
