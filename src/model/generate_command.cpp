@@ -21,24 +21,6 @@ torch::ScalarType dtype_of(const std::string& name) {
   return torch::kFloat;
 }
 
-// Left-padded ids and mask for a batch of token lists.
-std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs,
-                                                 int64_t pad_id) {
-  int64_t len = 1;
-  for (const auto& s : seqs) len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
-  const auto n = static_cast<int64_t>(seqs.size());
-  auto ids = torch::full({n, len}, pad_id, torch::kLong);
-  auto mask = torch::zeros({n, len}, torch::kLong);
-  for (int64_t b = 0; b < n; ++b) {
-    const auto& s = seqs[static_cast<size_t>(b)];
-    const auto k = static_cast<int64_t>(s.size());
-    if (k == 0) continue;
-    ids[b].slice(0, len - k).copy_(torch::tensor(s, torch::kLong));
-    mask[b].slice(0, len - k).fill_(1);
-  }
-  return {ids, mask};
-}
-
 struct Plan {
   std::vector<Prompt> prompts;
   std::unique_ptr<Tokenizer> tokenizer;

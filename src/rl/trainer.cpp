@@ -39,23 +39,6 @@ std::string duration_text(double s) {
   return buf;
 }
 
-// Left-padded prompts.
-std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs, int64_t pad) {
-  int64_t len = 1;
-  for (const auto& s : seqs) len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
-  const auto n = static_cast<int64_t>(seqs.size());
-  auto ids = torch::full({n, len}, pad, torch::kLong);
-  auto mask = torch::zeros({n, len}, torch::kLong);
-  for (int64_t b = 0; b < n; ++b) {
-    const auto& s = seqs[static_cast<size_t>(b)];
-    const auto k = static_cast<int64_t>(s.size());
-    if (k == 0) continue;
-    ids[b].narrow(0, len - k, k).copy_(torch::tensor(s, torch::kLong));
-    mask[b].narrow(0, len - k, k).fill_(1);
-  }
-  return {ids, mask};
-}
-
 // The metrics of one iteration, summed over the world: each slot is filled by the ranks that
 // own it (already divided by their count where it is a mean), zero elsewhere.
 enum Slot {

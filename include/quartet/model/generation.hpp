@@ -2,6 +2,7 @@
 // Sampling from a causal LM with a KV cache: the prompt in one forward pass, then one token per
 // step for every sequence of the batch until max_new_tokens or a stop token.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "quartet/model/transformer.hpp"
@@ -23,6 +24,10 @@ struct Generation {
   torch::Tensor attention_mask;  // [B, T + N]: 1 for prompt and generated tokens up to the stop
   torch::Tensor new_lengths;     // [B]: generated tokens per sequence, the stop token included
 };
+
+// Token lists as one left-padded batch: ids [B, T] (pad_id in the padding) and mask [B, T]
+// (1 for tokens), T the longest list (at least 1).
+std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id);
 
 // prompt [B, T] left-padded, prompt_mask [B, T]. Deterministic for a given seed and device.
 Generation generate(Transformer& model, const torch::Tensor& prompt,
