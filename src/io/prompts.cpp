@@ -7,12 +7,13 @@
 
 namespace quartet {
 
-std::vector<Prompt> read_prompts(const std::string& path) {
+void for_each_json_line(const std::string& path,
+                        const std::function<void(const nlohmann::json&, const std::string&, std::int64_t)>& fn) {
   std::ifstream in(path);
   QUARTET_CHECK(in.good(), "cannot read prompts file '" + path + "'");
-  std::vector<Prompt> out;
   std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  for (std::int64_t n = 1; std::getline(in, line); ++n) {
+    // Blank lines (a trailing newline, a separator) are skipped.
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
     nlohmann::json j;
@@ -21,10 +22,17 @@ std::vector<Prompt> read_prompts(const std::string& path) {
     } catch (const nlohmann::json::parse_error& e) {
       fail(__FILE__, __LINE__, where + ": not JSON (" + e.what() + ")");
     }
+    fn(j, where, n);
+  }
+}
+
+std::vector<Prompt> read_prompts(const std::string& path) {
+  std::vector<Prompt> out;
+  for_each_json_line(path, [&](const nlohmann::json& j, const std::string& where, std::int64_t n) {
     QUARTET_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
                   where + ": expected an object with a string \"prompt\"");
-    out.push_back({j["prompt"].get<std::string>(), line, n});
-  }
+    out.push_back({j["prompt"].get<std::string>(), j.dump(), static_cast<int>(n)});
+  });
   QUARTET_CHECK(!out.empty(), "prompts file '" + path + "' holds no prompts");
   return out;
 }

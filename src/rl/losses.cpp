@@ -7,25 +7,13 @@
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/rl/shape_checks.hpp"
 #include "quartet/rl/advantages.hpp"
 
 namespace quartet {
 
 namespace {
 
-std::string shape_of(const torch::Tensor& t) {
-  if (!t.defined()) return "undefined";
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-  return s + "]";
-}
-
-void check_same_shape(const char* fn, const char* a, const torch::Tensor& ta, const char* b,
-                      const torch::Tensor& tb) {
-  QUARTET_CHECK(ta.defined() && tb.defined() && ta.sizes() == tb.sizes(),
-                std::string(fn) + ": " + a + " " + shape_of(ta) + " and " + b + " " + shape_of(tb) +
-                    " must have the same shape");
-}
 
 torch::Tensor as_bool(const torch::Tensor& mask) {
   return mask.scalar_type() == torch::kBool ? mask : mask.ne(0);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "quartet/core/check.hpp"
+#include "quartet/io/prompts.hpp"
 
 namespace quartet {
 namespace {
@@ -124,18 +125,7 @@ PromptDataset::PromptDataset(const std::string& path, const std::string& field,
   }
 
   QUARTET_CHECK(tokenizer != nullptr, path + ": a JSONL prompts file needs a tokenizer");
-  std::ifstream in(path);
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    // Blank lines (a trailing newline, a separator) are skipped, as read_prompts does.
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(n);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      fail(__FILE__, __LINE__, where + ": not JSON (" + e.what() + ")");
-    }
+  for_each_json_line(path, [&](const nlohmann::json& j, const std::string& where, int64_t n) {
     QUARTET_CHECK(j.is_object(), where + ": expected a JSON object, found " + json_type(j));
     QUARTET_CHECK(j.contains(field), where + ": no \"" + field + "\" field");
     QUARTET_CHECK(j[field].is_string(), where + ": \"" + field + "\" is " + json_type(j[field]) +
@@ -149,7 +139,7 @@ PromptDataset::PromptDataset(const std::string& path, const std::string& field,
     texts_.push_back(j[field].get<std::string>());
     answers_.push_back(std::move(answer));
     lines_.push_back(n);
-  }
+  });
   QUARTET_CHECK(!texts_.empty(), path + ": holds no prompts (the file is empty or blank)");
 }
 
