@@ -10,16 +10,12 @@
 #include "quartet/io/prompts.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/generation.hpp"
+#include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer.hpp"
 
 namespace quartet {
 namespace {
 
-torch::ScalarType dtype_of(const std::string& name) {
-  if (name == "bfloat16") return torch::kBFloat16;
-  if (name == "float16") return torch::kHalf;
-  return torch::kFloat;
-}
 
 struct Plan {
   std::vector<Prompt> prompts;
@@ -54,7 +50,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
   const Group& actor = rt.groups->of(Role::actor);
   std::string mine;
   if (actor.member()) {
-    auto model = load_model(cfg.actor.path, Head::causal_lm, dtype_of(cfg.actor.dtype), rt.device);
+    auto model = load_model(cfg.actor.path, Head::causal_lm, dtype_from_name(cfg.actor.dtype), rt.device);
     model->eval();
     SamplingParams params;
     params.temperature = cfg.rollout.temperature;

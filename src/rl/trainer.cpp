@@ -79,7 +79,7 @@ class Trainer {
 
   RolloutBatch generate_rollouts(int iteration, int chunk, int count, std::vector<std::string>* prompts,
                                  std::vector<std::string>* answers);
-  torch::Tensor rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts);
+  torch::Tensor rule_scores(const std::vector<std::string>& prompts, const std::vector<std::string>& completions);
 
   Runtime& rt_;
   const Config& cfg_;
@@ -94,7 +94,8 @@ class Trainer {
   KlController kl_;
   RunningMoments moments_;
   std::unique_ptr<RunFile> run_file_;  // actor ranks
-  std::string decode_actions(const RolloutBatch& b, int64_t row) const;
+  // The generated text of every row (up to its stop token), decoded in one pass on the CPU.
+  std::vector<std::string> decode_completions(const RolloutBatch& b) const;
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
@@ -177,26 +178,25 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   return b;
 }
 
-std::string Trainer::decode_actions(const RolloutBatch& b, int64_t row) const {
-  auto acts = b.sequences[row].narrow(0, b.prompt_len(), b.actions()).to(torch::kCPU);
-  auto m = b.action_mask[row].to(torch::kCPU);
-  std::vector<int64_t> ids;
-  for (int64_t k = 0; k < b.actions(); ++k)
-    if (m[k].item<int64_t>()) ids.push_back(acts[k].item<int64_t>());
-  return tokenizer_->decode(ids, /*skip_special_tokens=*/true);
-}
-
-torch::Tensor Trainer::rule_scores(const RolloutBatch& b, const std::vector<std::string>& prompts) {
-  auto actions = b.sequences.narrow(1, b.prompt_len(), b.actions()).to(torch::kCPU);
-  auto mask = b.action_mask.to(torch::kCPU);
-  std::vector<float> scores;
+std::vector<std::string> Trainer::decode_completions(const RolloutBatch& b) const {
+  auto actions = b.sequences.narrow(1, b.prompt_len(), b.actions()).to(torch::kCPU).contiguous();
+  auto mask = b.action_mask.to(torch::kCPU).to(torch::kLong).contiguous();
+  auto ids_of = actions.accessor<int64_t, 2>();
+  auto mask_of = mask.accessor<int64_t, 2>();
+  std::vector<std::string> out;
   for (int64_t r = 0; r < b.rows(); ++r) {
     std::vector<int64_t> ids;
     for (int64_t t = 0; t < b.actions(); ++t)
-      if (mask[r][t].item<int64_t>()) ids.push_back(actions[r][t].item<int64_t>());
-    const std::string text = tokenizer_->decode(ids, /*skip_special_tokens=*/true);
-    scores.push_back(static_cast<float>(rule_->score(prompts[static_cast<size_t>(r)], text)));
+      if (mask_of[r][t]) ids.push_back(ids_of[r][t]);
+    out.push_back(tokenizer_->decode(ids, /*skip_special_tokens=*/true));
   }
+  return out;
+}
+
+torch::Tensor Trainer::rule_scores(const std::vector<std::string>& prompts, const std::vector<std::string>& completions) {
+  std::vector<float> scores;
+  for (size_t r = 0; r < completions.size(); ++r)
+    scores.push_back(static_cast<float>(rule_->score(prompts[r], completions[r])));
   return torch::tensor(scores, torch::kFloat32);
 }
 
@@ -390,7 +390,10 @@ int Trainer::run() {
         if (!ex.critic.empty()) values = collect(ex.critic, true);
       }
     }
-    if (actor && rule_) scores = rule_scores(batch, prompts);
+    // Decoded once, for the rule reward, the run file and the log's sample.
+    std::vector<std::string> completions;
+    if (actor) completions = decode_completions(batch);
+    if (actor && rule_) scores = rule_scores(prompts, completions);
     phase[kScore] = end_phase(kScore, t);
     t = seconds();
 
@@ -571,14 +574,14 @@ int Trainer::run() {
         ro.advantages = advantages;
         ro.returns = returns;
         ro.prompts = prompts;
-        for (int64_t r = 0; r < batch.rows(); ++r) ro.completions.push_back(decode_actions(batch, r));
+        ro.completions = completions;
       }
       run_file_->append(rec, store ? &ro : nullptr);
     }
     // A sample, so the log shows what the policy writes (the actor's first rank holds it).
     const int every = cfg_.output.sample_every;
     if (every > 0 && (it + 1) % every == 0 && actor && actor->group->rank() == 0 && batch.rows() > 0) {
-      std::printf("  sample: %s -> \"%s\" (score %.2f)\n", prompts[0].c_str(), decode_actions(batch, 0).c_str(),
+      std::printf("  sample: %s -> \"%s\" (score %.2f)\n", prompts[0].c_str(), completions[0].c_str(),
                   scores[0].item<double>());
       std::fflush(stdout);
     }

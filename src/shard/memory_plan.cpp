@@ -707,27 +707,21 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
     section_of(c, role).*flag = true;
     out.push_back(attempt(base, c, w0, role, "--set " + key(role, k) + "=true"));
   };
-  if (trained && c0.train.micro_batch > 1) {
+  // A smaller value of an integer knob: the largest that fits, if any.
+  auto try_smaller = [&](int current, const char* name, void (*set)(Config&, int)) {
+    if (current <= 1) return;
     Attempt best;
-    const int v = largest_fitting(c0.train.micro_batch, [&](int mb) {
+    const int v = largest_fitting(current, [&](int value) {
       Config c = c0;
-      c.train.micro_batch = mb;
-      best = attempt(base, c, w0, role, "--set train.micro_batch=" + std::to_string(mb));
+      set(c, value);
+      best = attempt(base, c, w0, role, std::string("--set ") + name + "=" + std::to_string(value));
       return best.ok;
     });
     if (v > 0) out.push_back(best);
-  }
+  };
+  if (trained) try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
-  if (c0.rollout.batch > 1) {
-    Attempt best;
-    const int v = largest_fitting(c0.rollout.batch, [&](int rb) {
-      Config c = c0;
-      c.rollout.batch = rb;
-      best = attempt(base, c, w0, role, "--set rollout.batch=" + std::to_string(rb));
-      return best.ok;
-    });
-    if (v > 0) out.push_back(best);
-  }
+  try_smaller(c0.rollout.batch, "rollout.batch", [](Config& c, int v) { c.rollout.batch = v; });
   if (trained) try_flag("offload_optimizer", &ModelSectionConfig::offload_optimizer);
   {
     Attempt best;
