@@ -49,4 +49,28 @@ std::vector<UnitLayout> make_flat_layout(const Transformer& model, int group_siz
   return units;
 }
 
+void probe_source(const std::vector<UnitLayout>& layout, const ParamSource& source) {
+  for (const auto& L : layout)
+    for (const auto& p : L.params) source(p.name, p.shape, 0, 0);
+}
+
+void fill_shard(const UnitLayout& L, int rank, const ParamSource& source, const torch::Tensor& shard) {
+  QUARTET_CHECK(shard.dim() == 1 && shard.numel() == L.shard,
+                "fill_shard: unit '" + L.name + "' needs a 1-D shard of " + std::to_string(L.shard) +
+                    " elements, got " + c10::str(shard.sizes()));
+  const int64_t begin = rank * L.shard, end = begin + L.shard;
+  // Only the padding (after the last parameter) needs zeros: the parameters cover the rest.
+  const int64_t filled = std::min(end, L.numel);
+  if (filled < end) shard.narrow(0, std::max<int64_t>(filled - begin, 0), end - std::max(filled, begin)).zero_();
+  for (const auto& p : L.params) {
+    int64_t lo = 0, hi = 0;
+    UnitLayout::overlap(p, begin, end, &lo, &hi);
+    if (lo >= hi) continue;
+    torch::Tensor values = source(p.name, p.shape, lo - p.offset, hi - lo);
+    QUARTET_CHECK(values.numel() == hi - lo, "sharding: the source gave " + std::to_string(values.numel()) +
+                                                 " values of '" + p.name + "', expected " + std::to_string(hi - lo));
+    shard.narrow(0, lo - begin, hi - lo).copy_(values.reshape({-1}));
+  }
+}
+
 }  // namespace quartet

@@ -141,6 +141,22 @@ void ShardedAdamW::load_full_state(const NamedTensors& state, int64_t steps) {
   steps_ = steps;
 }
 
+void ShardedAdamW::load_sliced(const ParamSource& master, const ParamSource& exp_avg, const ParamSource& exp_avg_sq,
+                               int64_t steps) {
+  torch::NoGradGuard no_grad;
+  const auto& layout = model_.layout();
+  const int rank = model_.group().rank();
+  const ParamSource* sources[] = {&master, &exp_avg, &exp_avg_sq};
+  std::vector<torch::Tensor>* parts[] = {&master_, &exp_avg_, &exp_avg_sq_};
+  for (const ParamSource* s : sources) probe_source(layout, *s);
+  for (size_t u = 0; u < layout.size(); ++u) {
+    // Without an own master, master_[u] is the parameter shard itself: filling it loads the model.
+    for (int k = 0; k < 3; ++k) fill_shard(layout[u], rank, *sources[k], (*parts[k])[u]);
+    if (own_master_) model_.param_shards()[u].copy_(master_[u]);
+  }
+  steps_ = steps;
+}
+
 int64_t ShardedAdamW::state_bytes() const {
   int64_t n = 0;
   for (size_t u = 0; u < exp_avg_.size(); ++u) n += exp_avg_[u].numel() * 2 + (own_master_ ? master_[u].numel() : 0);

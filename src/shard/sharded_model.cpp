@@ -208,11 +208,7 @@ ShardedModel::ShardedModel(const ModelConfig& config, Head head, Collectives& gr
   gathers_.resize(n);
   grad_fresh_.assign(n, true);
   torch::NoGradGuard no_grad;
-  // Every rank asks the source about every parameter (zero elements) before reading its own
-  // slices, so a missing or misshapen tensor fails on all ranks alike, not only on those whose
-  // shard it overlaps (the others would wait for them in the first collective).
-  for (const auto& L : layout_)
-    for (const auto& p : L.params) source(p.name, p.shape, 0, 0);
+  probe_source(layout_, source);  // names and shapes checked on every rank before any slice is read
   for (size_t u = 0; u < n; ++u) {
     const UnitLayout& L = layout_[u];
     full_[u] = torch::empty({L.padded}, dev_opts);
@@ -226,17 +222,7 @@ ShardedModel::ShardedModel(const ModelConfig& config, Head head, Collectives& gr
     torch::Tensor shard = resident_ ? full_[u]
                           : options.offload_params ? host_empty(L.shard, options.dtype, device_)
                                                    : torch::empty({L.shard}, dev_opts);
-    shard.zero_();
-    const int64_t begin = r * L.shard, end = begin + L.shard;
-    for (const auto& p : L.params) {
-      int64_t lo = 0, hi = 0;
-      UnitLayout::overlap(p, begin, end, &lo, &hi);
-      if (lo >= hi) continue;
-      torch::Tensor values = source(p.name, p.shape, lo - p.offset, hi - lo);
-      QUARTET_CHECK(values.numel() == hi - lo, "sharding: the source gave " + std::to_string(values.numel()) +
-                                                   " values of '" + p.name + "', expected " + std::to_string(hi - lo));
-      shard.narrow(0, lo - begin, hi - lo).copy_(values.reshape({-1}));
-    }
+    fill_shard(L, r, source, shard);
     shards_[u] = shard;
     if (resident_) {
       state_[u] = State::ready;
@@ -420,6 +406,13 @@ void ShardedModel::park() {
     if (resident_) state_[u] = State::freed;
   }
   parked_ = true;
+}
+
+std::vector<torch::Tensor> ShardedModel::parked_or_live() const {
+  // A unit that was already in host memory when parked has no parked copy: its shard is live.
+  std::vector<torch::Tensor> out;
+  for (size_t u = 0; u < layout_.size(); ++u) out.push_back(parked_shards_[u].defined() ? parked_shards_[u] : shards_[u]);
+  return out;
 }
 
 void ShardedModel::unpark() {

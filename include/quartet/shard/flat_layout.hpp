@@ -5,6 +5,7 @@
 // the group splits it evenly; rank r owns elements [r * shard, (r + 1) * shard).
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,17 @@ constexpr int64_t kShardAlign = 16;
 
 // The units of `model` for a group of `group_size` ranks, parameters in registration order.
 std::vector<UnitLayout> make_flat_layout(const Transformer& model, int group_size);
+
+// Values for shards: elements [begin, begin + count) of parameter `name` flattened (see
+// sharded_model.hpp, which documents the contract; this is the same type).
+using ParamSource = std::function<torch::Tensor(const std::string& name, const std::vector<int64_t>& shape,
+                                                int64_t begin, int64_t count)>;
+// Asks `source` about every parameter with zero elements, on every rank, before any rank reads
+// its slices: a missing or misshapen tensor then fails on all ranks alike, not only on those
+// whose shard it overlaps (the others would wait for them in the next collective).
+void probe_source(const std::vector<UnitLayout>& layout, const ParamSource& source);
+// Fills `shard` (rank `rank`'s unit.shard elements of `unit`, any dtype and device) from
+// `source`, one slice per parameter it overlaps; the padding is zeroed.
+void fill_shard(const UnitLayout& unit, int rank, const ParamSource& source, const torch::Tensor& shard);
 
 }  // namespace quartet

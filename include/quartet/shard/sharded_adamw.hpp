@@ -42,6 +42,20 @@ class ShardedAdamW {
   // The reverse: every rank takes its slices. Missing or misshapen tensors are named.
   void load_full_state(const NamedTensors& state, int64_t steps);
 
+  // This rank's optimizer shards per unit, in ShardedModel::param_shards()' layout (float32;
+  // on the device, or in host memory when offloaded): what a sharded checkpoint writes. When
+  // the optimizer keeps no master of its own (a float32 model), the masters are the model's
+  // parameter shards.
+  const std::vector<torch::Tensor>& master_shards() const { return master_; }
+  const std::vector<torch::Tensor>& exp_avg_shards() const { return exp_avg_; }
+  const std::vector<torch::Tensor>& exp_avg_sq_shards() const { return exp_avg_sq_; }
+  // The reverse, from sources of complete tensors under the parameters' HF names (e.g. a
+  // sharded checkpoint's ShardedH5Reader::source("optimizer/master")): every rank reads only
+  // its slices, checks every name and shape first (on all ranks alike), casts the masters into
+  // the model's compute-dtype parameter shards and sets the step count. Collective-free.
+  void load_sliced(const ParamSource& master, const ParamSource& exp_avg, const ParamSource& exp_avg_sq,
+                   int64_t steps);
+
   // Bytes of optimizer state this rank holds (master + moments), and where.
   int64_t state_bytes() const;
   bool offloaded() const { return options_.offload; }

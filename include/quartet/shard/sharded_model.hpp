@@ -43,8 +43,7 @@ struct ShardOptions {
 // flattened, as a 1-D tensor of any dtype and device. Asked once per parameter and rank, for
 // the rank's slice only, so a rank reads no more than it keeps; first asked once for every
 // parameter with count 0, to check names and shapes on every rank (it throws quartet::Error).
-using ParamSource = std::function<torch::Tensor(const std::string& name, const std::vector<int64_t>& shape,
-                                                int64_t begin, int64_t count)>;
+// (ParamSource is declared in flat_layout.hpp, beside probe_source and fill_shard.)
 // From complete tensors by name (e.g. an unsharded model's hf_state()).
 ParamSource source_from_state(const NamedTensors& state);
 // From a Hugging Face checkpoint, with the names Transformer::load_hf accepts (memory-mapped:
@@ -93,6 +92,9 @@ class ShardedModel {
   // This rank's shards, per unit: parameters (compute dtype) and gradients (float32).
   std::vector<torch::Tensor>& param_shards() { return shards_; }
   std::vector<torch::Tensor>& grad_shards() { return grads_; }
+  // This rank's parameter shards wherever their values are now (the host copies while
+  // parked): what a checkpoint saves.
+  std::vector<torch::Tensor> current_shards() const { return parked_ ? parked_or_live() : shards_; }
 
   // Called by the block runner (sharded_model.cpp); not for users.
   struct Internals;
@@ -103,6 +105,7 @@ class ShardedModel {
   void ensure(size_t unit);        // gathered and safe to read on the current stream
   void release(size_t unit);       // free the full buffer (unless kept)
   bool kept(size_t unit) const;
+  std::vector<torch::Tensor> parked_or_live() const;
   std::vector<torch::Tensor> unit_params(size_t unit) const;
   void reduce_gradients(size_t unit, const std::vector<torch::Tensor>& grads);
   void finish_gradients();
