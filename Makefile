@@ -48,7 +48,7 @@ deck_ranks_awk := { sub(/\#.*/, ""); gsub(/[[:space:]]/, "") } \
 # Debian/Ubuntu packages the build and the tests need.
 SYSTEM_PACKAGES := build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin \
                    libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev libgtest-dev \
-                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev python3-venv python3-dev
+                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev python3-venv python3-dev
 
 # What the scripts read from the environment. Torch_DIR, CMAKE_PREFIX_PATH and QUARTET_PYTHON
 # come from your environment or the make command line, if you set them.
@@ -229,6 +229,9 @@ run: build
 	@if [ "$$(id -u)" -eq 0 ]; then \
 	  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi; \
 	export OMP_NUM_THREADS=1; \
+	if [ "$(COMMAND) $(DECK)" = "train inputs/demo.deck" ] && [ -z "$(RESUME)" ]; then \
+	  echo "+ rm -rf runs/demo   # the demo starts afresh; make run RESUME=1 continues the last one"; \
+	  rm -rf runs/demo; fi; \
 	echo "+ mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet $(COMMAND) $(DECK) $(RUN_ARGS)"; \
 	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/quartet $(COMMAND) $(DECK) $(RUN_ARGS)
 

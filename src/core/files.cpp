@@ -1,9 +1,11 @@
 #include "quartet/core/files.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -78,6 +80,67 @@ void write_file_atomically(const std::string& path, const std::function<void(int
 
 void write_text_atomically(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](int fd) { write_all(fd, text.data(), text.size(), path); });
+}
+
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  QUARTET_CHECK(fd >= 0, "cannot open " + path + ": " + errno_text());
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      fail(__FILE__, __LINE__, "cannot read " + path + ": " + why);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::vector<std::string> list_directory(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  QUARTET_CHECK(d != nullptr, "cannot list directory " + dir + ": " + errno_text());
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+    errno = 0;
+  }
+  const int err = errno;  // readdir returns nullptr both at the end and on failure
+  ::closedir(d);
+  QUARTET_CHECK(err == 0, "cannot list directory " + dir + ": " + std::strerror(err));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void remove_tree(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    QUARTET_CHECK(errno == ENOENT, "cannot remove " + path + ": " + errno_text());
+    return;
+  }
+  // lstat, not stat: a symlink to a directory is removed as a link, never followed.
+  if (S_ISDIR(st.st_mode)) {
+    for (const std::string& name : list_directory(path)) remove_tree(path + "/" + name);
+    QUARTET_CHECK(::rmdir(path.c_str()) == 0 || errno == ENOENT, "cannot remove directory " + path + ": " + errno_text());
+  } else {
+    QUARTET_CHECK(::unlink(path.c_str()) == 0 || errno == ENOENT, "cannot remove " + path + ": " + errno_text());
+  }
+}
+
+void fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  QUARTET_CHECK(fd >= 0, "cannot open directory " + dir + " to sync it: " + errno_text());
+  const int rc = ::fsync(fd);
+  const std::string why = rc == 0 ? "" : errno_text();
+  ::close(fd);
+  QUARTET_CHECK(rc == 0, "cannot fsync directory " + dir + ": " + why);
 }
 
 }  // namespace quartet

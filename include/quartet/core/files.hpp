@@ -4,6 +4,7 @@
 // dynamic linker may bind in place of libstdc++'s; remove_all was seen to crash that way.
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace quartet {
 
@@ -19,5 +20,14 @@ void write_file_atomically(const std::string& path, const std::function<void(int
 void write_text_atomically(const std::string& path, const std::string& text);
 // write(2) until every byte is out; throws naming `path` on failure.
 void write_all(int fd, const void* data, std::size_t bytes, const std::string& path);
+// A whole file's bytes; throws naming `path` when it cannot be opened or read.
+std::string read_file(const std::string& path);
+// The names in a directory, without "." and "..", sorted; throws naming `dir` on failure.
+std::vector<std::string> list_directory(const std::string& dir);
+// rm -rf: removes a file, a symlink (not what it points to) or a directory and everything in it.
+// Nothing there is not an error; anything that cannot be removed throws naming that entry.
+void remove_tree(const std::string& path);
+// fsync(2) on a directory, so that entries created, renamed or removed in it are durable.
+void fsync_directory(const std::string& dir);
 
 }  // namespace quartet
