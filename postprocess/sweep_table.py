@@ -21,7 +21,7 @@ import quartet_run  # noqa: E402
 
 DEFAULT_METRICS = ("reward_mean", "kl")
 # Keys that differ between the runs of any sweep without being a parameter of it.
-IGNORED_KEYS = ("run.out",)
+IGNORED_KEYS = ("run.out", "run.name")  # differ per run by construction (quartet sweep sets both)
 
 
 def differing_keys(decks):
