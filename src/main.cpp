@@ -6,9 +6,12 @@
 
 #include "quartet/core/cli.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/signals.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "quartet/dist/selfcheck.hpp"
+#include "quartet/io/export_command.hpp"
 #include "quartet/io/inspect_command.hpp"
+#include "quartet/io/sweep_command.hpp"
 #include "quartet/model/generate_command.hpp"
 #include "quartet/model/tokenize_command.hpp"
 #include "quartet/rl/trainer.hpp"
@@ -26,7 +29,11 @@ const Command kCommands[] = {
     {{"selfcheck", "check every collective of every model group against a serial reference, "
                    "and the exchanges between groups"},
      [](quartet::Runtime& rt, const quartet::CommandLine&) { return quartet::run_selfcheck(rt); }},
-    {{"train", "RLHF training: PPO, GRPO, RLOO or REINFORCE++ over the model groups of the deck"},
+    {{"train", "RLHF training: PPO, GRPO, RLOO or REINFORCE++ over the model groups of the deck; "
+               "checkpoints, resumes by itself, and stops cleanly on SIGUSR1/SIGTERM (exit 75: resubmit)",
+      "DECK",
+      {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit: 3600, 90m, 23h30m): checkpoint and "
+                                  "exit 75 before it runs out"}}},
      quartet::run_train},
     {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
       "DECK",
@@ -37,8 +44,23 @@ const Command kCommands[] = {
       {{"decode", nullptr, "read token ids, print text"},
        {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
      nullptr, quartet::run_tokenize},
-    {{"inspect", "summarise a run file (run.h5): attributes, iterations, last and best metrics", "FILE"},
+    {{"inspect", "summarise a run file (run.h5) or a checkpoint (a step_<N> directory, or the "
+                 "checkpoints/ or run directory holding them): what it holds and whether it is intact",
+      "PATH"},
      nullptr, quartet::run_inspect},
+    {{"export", "write a checkpoint's actor or critic as a Hugging Face model directory "
+                "(config.json, sharded safetensors, tokenizer)",
+      "CHECKPOINT",
+      {{"role", "ROLE", "actor (default) or critic"},
+       {"out", "DIR", "the directory to write (required)"},
+       {"dtype", "DTYPE", "float32 | bfloat16 | float16 (default: the model's own)"},
+       {"shard-size", "BYTES", "largest safetensors shard, e.g. 5GB (default 5GB, as transformers)"}}},
+     nullptr, quartet::run_export},
+    {{"sweep", "expand a sweep file (cartesian product over deck keys) into one deck per run "
+               "and the list a Slurm job array reads",
+      "SWEEP",
+      {{"out", "DIR", "where the decks and the list go (default: the sweep file's `out`)"}}},
+     nullptr, quartet::run_sweep},
     {{"plan", "the memory plan: bytes per role and rank against the device memory (no MPI, no GPU)",
       "DECK",
       {{"ranks", "N", "ranks of the job (default: the sum of the placement's counts; colocated decks need it)"},
@@ -81,6 +103,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Options that stand for deck keys join the overrides (the deck records where they came from).
+  if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
+  // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
+  if (cl.command == "train") quartet::install_stop_handlers();
   quartet::World world(&argc, &argv);
   int status = 2;
   try {

@@ -20,6 +20,12 @@ const po::options_description& deck_schema() {
       ("run.out", po::value<std::string>()->default_value(run.out), "output directory (run.h5, checkpoints/)")
       ("run.seed", po::value<std::uint64_t>()->default_value(run.seed), "base random seed")
       ("run.iterations", po::value<int>()->default_value(run.iterations), "iterations of the main loop (count, >= 1)")
+      ("run.time_limit", po::value<std::string>()->default_value("0"), "wall-clock budget: checkpoint and exit 75 (resubmit) before it runs out; seconds or e.g. 90m, 23h30m (0 = none)")
+      ("checkpoint.every", po::value<int>()->default_value(0), "write a checkpoint every N iterations (0 = only at the end and when stopped by a signal or the time limit)")
+      ("checkpoint.keep", po::value<int>()->default_value(2), "complete checkpoints kept: the newest N (>= 1)")
+      ("checkpoint.keep_every", po::value<int>()->default_value(0), "also keep every checkpoint whose iteration is a multiple of N (0 = none)")
+      ("checkpoint.at_end", po::value<bool>()->default_value(true), "write a checkpoint after the last iteration")
+      ("checkpoint.resume", po::value<std::string>()->default_value("auto"), "auto (continue from the newest complete checkpoint in run.out, if any) | never | a step_<N> directory")
       ("placement.mode", po::value<std::string>()->default_value(pl.mode), "disjoint (one role per rank) | colocated (every role on every rank)")
       ("placement.actor", po::value<int>()->default_value(-1), "ranks for the actor (policy); >= 1")
       ("placement.critic", po::value<int>()->default_value(-1), "ranks for the critic (value model); 0 = no critic")
@@ -121,6 +127,51 @@ std::uint64_t parse_bytes(const std::string& text) {
                               "optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 80GiB");
 }
 
+double parse_duration(const std::string& text) {
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ') t += ch;
+  const std::invalid_argument bad("'" + text + "' is not a duration: write seconds (3600) or amounts with units d, h, m, s "
+                                  "(90m, 23h30m, 1h5m30s)");
+  if (t.empty()) throw bad;
+  size_t used = 0;
+  double plain = 0;
+  try {
+    plain = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == t.size()) {
+    if (!(plain >= 0)) throw bad;
+    return plain;
+  }
+  double total = 0;
+  size_t i = 0;
+  std::string seen;
+  while (i < t.size()) {
+    size_t n = 0;
+    double v = 0;
+    try {
+      v = std::stod(t.substr(i), &n);
+    } catch (const std::exception&) {
+      throw bad;
+    }
+    i += n;
+    if (i >= t.size() || !(v >= 0)) throw bad;
+    const char unit = t[i++];
+    if (seen.find(unit) != std::string::npos) throw bad;
+    seen += unit;
+    switch (unit) {
+      case 'd': total += v * 86400; break;
+      case 'h': total += v * 3600; break;
+      case 'm': total += v * 60; break;
+      case 's': total += v; break;
+      default: throw bad;
+    }
+  }
+  return total;
+}
+
 namespace {
 void require_one_of(const Deck& deck, const std::string& key, const std::string& value,
                     std::initializer_list<const char*> allowed) {
@@ -134,12 +185,27 @@ void require_one_of(const Deck& deck, const std::string& key, const std::string&
 }  // namespace
 
 Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.run.name = deck.get<std::string>("run.name");
   c.run.out = deck.get<std::string>("run.out");
   c.run.seed = deck.get<std::uint64_t>("run.seed");
   c.run.iterations = deck.get<int>("run.iterations");
   if (c.run.iterations < 1) deck.fail("run.iterations", "must be at least 1");
+  try {
+    c.run.time_limit = parse_duration(deck.get<std::string>("run.time_limit"));
+  } catch (const std::invalid_argument& e) {
+    deck.fail("run.time_limit", e.what());
+  }
+  c.checkpoint.every = deck.get<int>("checkpoint.every");
+  if (c.checkpoint.every < 0) deck.fail("checkpoint.every", "must be >= 0");
+  c.checkpoint.keep = deck.get<int>("checkpoint.keep");
+  if (c.checkpoint.keep < 1) deck.fail("checkpoint.keep", "must be at least 1 (the checkpoint to resume from)");
+  c.checkpoint.keep_every = deck.get<int>("checkpoint.keep_every");
+  if (c.checkpoint.keep_every < 0) deck.fail("checkpoint.keep_every", "must be >= 0");
+  c.checkpoint.at_end = deck.get<bool>("checkpoint.at_end");
+  c.checkpoint.resume = deck.get<std::string>("checkpoint.resume");
+  if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never" && !is_directory(c.checkpoint.resume))
+    deck.fail("checkpoint.resume", "is '" + c.checkpoint.resume + "': expected auto, never, or an existing step_<N> directory");
 
   c.placement.mode = deck.get<std::string>("placement.mode");
   require_one_of(deck, "placement.mode", c.placement.mode, {"disjoint", "colocated"});

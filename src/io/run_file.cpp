@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <limits>
@@ -17,86 +18,20 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/io/h5.hpp"
 
 namespace quartet {
 
 namespace {
 
-// Closes an HDF5 handle when it goes out of scope, so an error midway leaks nothing.
-struct H5 {
-  hid_t id = -1;
-  herr_t (*close)(hid_t) = nullptr;
-  H5() = default;
-  H5(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  H5(const H5&) = delete;
-  H5& operator=(const H5&) = delete;
-  H5(H5&& o) noexcept : id(o.id), close(o.close) { o.id = -1; }
-  ~H5() {
-    if (id >= 0 && close) close(id);
-  }
-};
-
-bool exists(hid_t loc, const std::string& path) {
-  // H5Lexists needs every parent to exist; the run file's paths are at most two deep.
-  const auto slash = path.find('/', 1);
-  if (slash != std::string::npos && H5Lexists(loc, path.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
-  return H5Lexists(loc, path.c_str(), H5P_DEFAULT) > 0;
-}
-
-H5 group(hid_t loc, const std::string& name) {
-  if (exists(loc, name)) return {H5_CHECK(H5Gopen2(loc, name.c_str(), H5P_DEFAULT)), H5Gclose};
-  return {H5_CHECK(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose};
-}
-
-void string_attr(hid_t obj, const std::string& name, const std::string& value) {
-  H5 type{H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose};
-  H5_CHECK(H5Tset_size(type.id, H5T_VARIABLE));
-  H5_CHECK(H5Tset_cset(type.id, H5T_CSET_UTF8));
-  H5 space{H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose};
-  if (H5Aexists(obj, name.c_str()) > 0) H5_CHECK(H5Adelete(obj, name.c_str()));
-  H5 attr{H5_CHECK(H5Acreate2(obj, name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose};
-  const char* p = value.c_str();
-  H5_CHECK(H5Awrite(attr.id, type.id, &p));
-}
-
-void int_attr(hid_t obj, const std::string& name, std::int64_t value) {
-  H5 space{H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose};
-  if (H5Aexists(obj, name.c_str()) > 0) {
-    H5 attr{H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT)), H5Aclose};
-    H5_CHECK(H5Awrite(attr.id, H5T_NATIVE_INT64, &value));
-    return;
-  }
-  H5 attr{H5_CHECK(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose};
-  H5_CHECK(H5Awrite(attr.id, H5T_NATIVE_INT64, &value));
-}
-
-std::string read_string_attr(hid_t obj, const std::string& name) {
-  if (H5Aexists(obj, name.c_str()) <= 0) return "";
-  H5 attr{H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT)), H5Aclose};
-  H5 type{H5_CHECK(H5Aget_type(attr.id)), H5Tclose};
-  if (H5Tget_class(type.id) != H5T_STRING) return "";
-  if (H5Tis_variable_str(type.id) > 0) {
-    H5 mem{H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose};
-    H5_CHECK(H5Tset_size(mem.id, H5T_VARIABLE));
-    H5_CHECK(H5Tset_cset(mem.id, H5Tget_cset(type.id)));  // HDF5 does not convert between csets
-    char* p = nullptr;
-    H5_CHECK(H5Aread(attr.id, mem.id, &p));
-    std::string out = p ? p : "";
-    H5free_memory(p);
-    return out;
-  }
-  std::string out(H5Tget_size(type.id), '\0');
-  H5_CHECK(H5Aread(attr.id, type.id, out.data()));
-  return out.substr(0, out.find('\0'));
-}
-
-std::int64_t read_int_attr(hid_t obj, const std::string& name, std::int64_t fallback) {
-  if (H5Aexists(obj, name.c_str()) <= 0) return fallback;
-  H5 attr{H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT)), H5Aclose};
-  std::int64_t v = fallback;
-  H5_CHECK(H5Aread(attr.id, H5T_NATIVE_INT64, &v));
-  return v;
-}
+using h5::exists;
+using h5::group;
+using h5::H5;
+using h5::int_attr;
+using h5::link_names;
+using h5::read_int_attr;
+using h5::read_string_attr;
+using h5::string_attr;
 
 // An extendible float64 dataset of rows of `width` values (width 0: a 1-D dataset), NaN where
 // nothing was written, so a metric that appears late keeps its rows aligned with iterations.
@@ -390,6 +325,54 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
   MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm_));
   QUARTET_CHECK(error.empty(), "run file " + path_ + ": " + error);
   ++complete_;
+}
+
+void RunFile::rewind(std::int64_t iterations) {
+  if (iterations >= complete_) return;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  std::string error;
+  if (rank == 0) {
+    try {
+      WriteLock lock(path_);
+      H5 file = open_serial(path_, H5F_ACC_RDWR);
+      // iterations_complete first: if anything below fails, readers still see a consistent file.
+      int_attr(file.id, "iterations_complete", iterations);
+      // Every per-iteration series loses its rows past `iterations` (their first dimension).
+      for (const char* gname : {"metrics", "timing", "memory"}) {
+        if (!exists(file.id, gname)) continue;
+        H5 g{H5_CHECK(H5Gopen2(file.id, gname, H5P_DEFAULT)), H5Gclose};
+        for (const std::string& name : link_names(g.id)) {
+          H5 set{H5_CHECK(H5Dopen2(g.id, name.c_str(), H5P_DEFAULT)), H5Dclose};
+          H5 space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+          hsize_t dims[2] = {0, 0};
+          hsize_t maxdims[2] = {0, 0};
+          H5_CHECK(H5Sget_simple_extent_dims(space.id, dims, maxdims));
+          // Only the extendible series are per iteration (/memory/plan, for one, is not).
+          if (maxdims[0] != H5S_UNLIMITED || dims[0] <= static_cast<hsize_t>(iterations)) continue;
+          dims[0] = static_cast<hsize_t>(iterations);
+          H5_CHECK(H5Dset_extent(set.id, dims));
+        }
+      }
+      // Rollout groups are named by iteration (%06d).
+      if (exists(file.id, "rollouts")) {
+        H5 g{H5_CHECK(H5Gopen2(file.id, "rollouts", H5P_DEFAULT)), H5Gclose};
+        std::vector<std::string> stale;
+        for (const std::string& name : link_names(g.id))
+          if (std::atoll(name.c_str()) > iterations) stale.push_back(name);
+        for (const auto& name : stale) H5_CHECK(H5Ldelete(g.id, name.c_str(), H5P_DEFAULT));
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  int len = static_cast<int>(error.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_));
+  error.resize(static_cast<size_t>(len));
+  MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm_));
+  QUARTET_CHECK(error.empty(), "run file " + path_ + ": cannot rewind to iteration " + std::to_string(iterations) +
+                                   ": " + error);
+  complete_ = iterations;
 }
 
 std::string describe_run_file(const std::string& path) {

@@ -59,6 +59,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
     params.max_new_tokens = cfg.rollout.max_new_tokens;
     params.stop_ids = plan.stop_ids;
     params.pad_id = plan.pad_id;
+    params.vocab_limit = plan.tokenizer->vocab_size();  // never an id the tokenizer cannot decode
     params.seed = cfg.run.seed + static_cast<uint64_t>(actor.rank);  // ranks sample differently
 
     // Prompts i with i % group size == group rank are this rank's.

@@ -18,6 +18,8 @@ namespace {
 // temperature, then top-k, then top-p.
 torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator& gen) {
   // torch.argmax returns the first maximum, i.e. the lowest id on ties.
+  if (p.vocab_limit > 0 && p.vocab_limit < logits.size(-1))
+    logits = logits.narrow(-1, 0, p.vocab_limit);  // ids past the tokenizer's are never picked
   if (p.temperature == 0.0) return logits.argmax(-1);
   logits = logits.to(torch::kFloat32);
   const double neg_inf = -std::numeric_limits<double>::infinity();

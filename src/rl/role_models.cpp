@@ -1,6 +1,7 @@
 #include "quartet/rl/role_models.hpp"
 
 #include "quartet/core/check.hpp"
+#include "quartet/io/sharded_h5.hpp"
 
 namespace quartet {
 
@@ -21,7 +22,8 @@ std::uint64_t weight_seed(const Config& config, Role role) {
 
 }  // namespace
 
-RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device) {
+RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device,
+                             const std::string& resume_dir) {
   RoleModels out;
   for (Role role : kAllRoles) {
     if (!groups.has(role) || !has_model(config, role)) continue;
@@ -30,6 +32,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     auto rm = std::make_unique<RoleModel>();
     rm->spec = resolve_model(config, role);
     rm->group = g.coll.get();
+    rm->comm = g.comm;
     const ModelSectionConfig& sec = model_section(config, role);
     ShardOptions so;
     so.dtype = rm->spec.dtype;
@@ -38,7 +41,11 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     so.offload_params = sec.offload_params;
     so.reduce_fp32 = config.train.reduce_dtype == "float32";
     ParamSource source;
-    if (rm->spec.random) {
+    std::unique_ptr<ShardedH5Reader> saved;
+    if (!resume_dir.empty() && rm->spec.trained) {
+      saved = std::make_unique<ShardedH5Reader>(resume_dir + "/" + role_name(role) + ".h5", g.comm);
+      source = saved->source("model");
+    } else if (rm->spec.random) {
       source = source_random(rm->spec.config, weight_seed(config, role), device);
     } else {
       auto ckpt = std::make_shared<SafetensorsCheckpoint>(rm->spec.dir);
@@ -46,7 +53,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     }
     // A critic started from a causal LM (or a reward model) keeps a fresh value head: the
     // checkpoint's head tensors have other shapes and names.
-    if (!rm->spec.random && rm->spec.head != Head::causal_lm) {
+    if (!saved && !rm->spec.random && rm->spec.head != Head::causal_lm) {
       auto fallback = source_random(rm->spec.config, weight_seed(config, role), device);
       auto ckpt_source = source;
       auto ckpt = std::make_shared<SafetensorsCheckpoint>(rm->spec.dir);
@@ -68,6 +75,9 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
       ao.max_grad_norm = config.train.max_grad_norm;
       ao.offload = sec.offload_optimizer;
       rm->optimizer = std::make_unique<ShardedAdamW>(*rm->model, ao);
+      if (saved)
+        rm->optimizer->load_sliced(saved->source("optimizer/master"), saved->source("optimizer/exp_avg"),
+                                   saved->source("optimizer/exp_avg_sq"), saved->int_attribute("optimizer_steps"));
     }
     out.roles[static_cast<int>(role)] = std::move(rm);
   }

@@ -11,6 +11,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/signals.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/dist/exchange.hpp"
 #include "quartet/io/run_file.hpp"
@@ -20,6 +21,7 @@
 #include "quartet/rl/prompt_dataset.hpp"
 #include "quartet/rl/role_models.hpp"
 #include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/training_checkpoint.hpp"
 #include "quartet/rl/updates.hpp"
 #include "quartet/shard/memory_plan.hpp"
 
@@ -66,7 +68,7 @@ torch::Tensor cat_actions(const std::vector<torch::Tensor>& parts, int64_t A) {
 
 class Trainer {
  public:
-  Trainer(Runtime& rt) : rt_(rt), cfg_(rt.config), al_(cfg_.algorithm) {}
+  Trainer(Runtime& rt) : rt_(rt), cfg_(rt.config), al_(cfg_.algorithm), started_(seconds()) {}
   int run();
 
  private:
@@ -100,7 +102,61 @@ class Trainer {
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
   void report_memory();
+
+  // Stopping (core/signals.hpp). Collective over the world, at a safe point: true when any
+  // rank has had a second stop request, which ends the run here without a new checkpoint.
+  bool stop_now();
+  // Collective, at the end of an iteration: whether to stop after checkpointing, because a
+  // signal came or the next iteration and a checkpoint might not fit in run.time_limit.
+  enum class Stop { none, signal, time_limit, now };
+  Stop stop_after_iteration(double iteration_seconds);
+  void write_checkpoint(int64_t iterations_done, const char* why);
+  double started_;           // when train began (the time limit counts from here)
+  double checkpoint_seconds_ = 0;  // the last checkpoint's write time, for the time limit
+  double train_seconds_before_ = 0;  // loop time of earlier sessions (resumed runs)
+  int64_t actor_step_ = 0, critic_step_ = 0, critic_total_ = 0;
 };
+
+bool Trainer::stop_now() {
+  if (agree_stop_requests(rt_.world.comm()) < 2) return false;
+  printf0("train: a second stop request: stopping now, without a new checkpoint (exit %d); the run continues from "
+          "the previous checkpoint when resubmitted\n", kExitStopped);
+  return true;
+}
+
+Trainer::Stop Trainer::stop_after_iteration(double iteration_seconds) {
+  // [0] stop requests seen by any rank, [1] rank 0's verdict on the time limit.
+  int flags[2] = {stop_requests(), 0};
+  if (rt_.world.rank() == 0 && cfg_.run.time_limit > 0) {
+    // Room for one more iteration and the checkpoint after it (the first checkpoint's time is
+    // not known yet: an iteration's time stands in for it), with a 10% margin.
+    const double write = checkpoint_seconds_ > 0 ? checkpoint_seconds_ : iteration_seconds;
+    const double needed = 1.1 * (iteration_seconds + write);
+    flags[1] = seconds() - started_ + needed > cfg_.run.time_limit;
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, rt_.world.comm()));
+  if (flags[0] >= 2) return Stop::now;  // a second request: no time for a checkpoint
+  if (flags[0] > 0) return Stop::signal;
+  if (flags[1] > 0) return Stop::time_limit;
+  return Stop::none;
+}
+
+void Trainer::write_checkpoint(int64_t iterations_done, const char* why) {
+  TrainerState st;
+  st.iteration = iterations_done;
+  st.actor_step = actor_step_;
+  st.critic_step = critic_step_;
+  st.critic_total = critic_total_;
+  if (sampler_) st.cursor = sampler_->cursor();
+  st.kl_coef = kl_.coef;
+  st.moments = moments_;
+  st.train_seconds = train_seconds_before_ + (seconds() - started_);
+  CheckpointWrite w = save_training_checkpoint(rt_, models_, st);
+  checkpoint_seconds_ = w.seconds;
+  printf0("train: checkpoint %s (%s): %.2f GB in %.1fs (%.2f GB/s; files %.1fs, checksums + fsync + manifest %.1fs)\n",
+          w.dir.c_str(), why, static_cast<double>(w.bytes) / 1e9, w.seconds,
+          static_cast<double>(w.bytes) / 1e9 / std::max(1e-9, w.seconds), w.write_seconds, w.seconds - w.write_seconds);
+}
 
 double Trainer::end_phase(Phase phase, double start) {
   if (rt_.device.is_cuda()) {
@@ -170,6 +226,7 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   sp.max_new_tokens = cfg_.rollout.max_new_tokens;
   sp.stop_ids = stop_ids_;
   sp.pad_id = pad_id_;
+  sp.vocab_limit = tokenizer_->vocab_size();
   sp.seed = cfg_.run.seed * 1000003u + static_cast<uint64_t>(iteration) * 4099u + static_cast<uint64_t>(chunk) * 131u +
             static_cast<uint64_t>(rt_.world.rank());
   Generation g = generate(actor.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
@@ -204,6 +261,7 @@ int Trainer::run() {
   const World& world = rt_.world;
   const int iterations = cfg_.run.iterations;
   const bool critic_free = al_.name != "ppo";
+  std::optional<std::string> resume;  // the checkpoint to continue from
   // Everything that can be refused is refused on every rank alike, before any model is built.
   bool ok = world.agree([&] {
     if (!rt_.placement.has(Role::actor)) cfg_.deck.fail("placement.actor", "must give the actor at least one rank");
@@ -228,6 +286,7 @@ int Trainer::run() {
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
     check_plan(plan);
+    resume = choose_resume_checkpoint(rt_);
   });
   if (!ok) return 2;
 
@@ -245,7 +304,24 @@ int Trainer::run() {
 
   printf0("train: %s, %s placement (%s), %d iterations\n", al_.name.c_str(), rt_.placement.mode.c_str(),
           rt_.placement.describe().c_str(), iterations);
-  models_ = build_role_models(cfg_, *rt_.groups, rt_.device);
+  models_ = build_role_models(cfg_, *rt_.groups, rt_.device, resume.value_or(""));
+  TrainerState state;
+  if (resume) {
+    state = load_trainer_state(rt_, *resume);
+    actor_step_ = state.actor_step;
+    critic_step_ = state.critic_step;
+    // critic_total is not restored: it is recomputed for this run's run.iterations, which a
+    // resumed job may have raised.
+    kl_.coef = state.kl_coef;
+    moments_ = state.moments;
+    train_seconds_before_ = state.train_seconds;
+    printf0("train: resuming from %s: %lld of %d iterations done\n", resume->c_str(),
+            static_cast<long long>(state.iteration), iterations);
+  }
+  const int first_iteration = static_cast<int>(state.iteration);
+  // Again, now that MPI, CUDA and NCCL are up: one of them may have taken the signals over.
+  if (install_stop_handlers())
+    eprintf_rank("train: warning: a library had replaced the SIGUSR1/SIGTERM handler; quartet's is back\n");
   RoleModel* actor = models_.get(Role::actor);
   RoleModel* critic = models_.get(Role::critic);
   RoleModel* reference = models_.get(Role::reference);
@@ -260,9 +336,9 @@ int Trainer::run() {
     info.algorithm = al_.name;
     info.world_size = world.size();
     info.iterations_planned = iterations;
-    // Without checkpoints to resume from, a run.h5 already in run.out belongs to an earlier
-    // run: it is kept as run.h5.prev rather than mixed with this one.
-    if (actor->group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
+    // Starting afresh, a run.h5 already in run.out belongs to an earlier run: it is kept as
+    // run.h5.prev rather than mixed with this one. A resumed run appends to its own.
+    if (!resume && actor->group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
       const std::string from = cfg_.run.out + "/run.h5", to = from + ".prev";
       QUARTET_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot move the earlier " + from + " to " + to);
       printf0("train: an earlier %s was moved to %s\n", from.c_str(), to.c_str());
@@ -276,6 +352,15 @@ int Trainer::run() {
                                                cfg_.rollout.max_prompt_tokens);
     sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.run.seed, actor->group->rank(),
                                                actor->group->size());
+    if (resume) sampler_->set_cursor(state.cursor);
+    // Iterations the file holds beyond the checkpoint (written before the stop, after the
+    // checkpoint) are dropped: this run writes them again.
+    if (resume) run_file_->rewind(state.iteration);
+  }
+  if (first_iteration >= iterations) {
+    printf0("train: the checkpoint is at iteration %d of %d: nothing left to do (raise run.iterations to go on)\n",
+            first_iteration, iterations);
+    return kExitDone;
   }
 
   // Generation in chunks of rollout.micro_batch prompts: each chunk goes to the scoring groups
@@ -302,9 +387,11 @@ int Trainer::run() {
 
   const int64_t rows_per_actor = static_cast<int64_t>(cfg_.rollout.batch) * al_.samples_per_prompt;
   const int64_t actor_total = iterations * steps_per_iteration(cfg_, rows_per_actor);
-  int64_t actor_step = 0, critic_step = 0, critic_total = 0;
+  int64_t& actor_step = actor_step_;
+  int64_t& critic_step = critic_step_;
+  int64_t& critic_total = critic_total_;
   const double start = seconds();
-  for (int it = 0; it < iterations; ++it) {
+  for (int it = first_iteration; it < iterations; ++it) {
     std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
     if (rt_.device.is_cuda()) reset_peak_memory(rt_.device);
     double t = seconds();
@@ -395,6 +482,7 @@ int Trainer::run() {
     if (actor) completions = decode_completions(batch);
     if (actor && rule_) scores = rule_scores(prompts, completions);
     phase[kScore] = end_phase(kScore, t);
+    if (stop_now()) return kExitStopped;
     t = seconds();
 
     // ---- advantages (actor ranks) ----
@@ -465,6 +553,7 @@ int Trainer::run() {
       }
     }
     phase[kAdvantages] = end_phase(kAdvantages, t);
+    if (stop_now()) return kExitStopped;
     t = seconds();
 
     // ---- train ----
@@ -513,7 +602,7 @@ int Trainer::run() {
     double iter_time = 0;
     for (double p : times) iter_time += p;
     const double elapsed = seconds() - start;
-    const double eta = elapsed / (it + 1) * (iterations - it - 1);
+    const double eta = elapsed / (it + 1 - first_iteration) * (iterations - it - 1);
     std::string line;
     char buf[512];
     std::snprintf(buf, sizeof buf, "iter %*d/%d | reward %.3f ±%.3f [%.2f, %.2f] | kl %.4f (coef %.3f) | policy %+.4f clip %.3f",
@@ -585,6 +674,27 @@ int Trainer::run() {
                   scores[0].item<double>());
       std::fflush(stdout);
     }
+
+    // ---- checkpoint, and stop when asked to or out of time ----
+    const bool last = it + 1 == iterations;
+    const Stop stop = last ? Stop::none : stop_after_iteration(iter_time);
+    const int checkpoint_every = cfg_.checkpoint.every;
+    if (stop == Stop::now) {
+      printf0("train: a second stop request: stopping after iteration %d without a new checkpoint (exit %d); the run "
+              "continues from the previous checkpoint when resubmitted\n", it + 1, kExitStopped);
+      return kExitStopped;
+    }
+    if (stop != Stop::none) {
+      const bool signal = stop == Stop::signal;
+      const std::string why = signal ? std::string(first_stop_signal()[0] ? first_stop_signal() : "a signal") + " on some rank"
+                                     : "time limit";
+      printf0("train: stopping after iteration %d of %d (%s)\n", it + 1, iterations, why.c_str());
+      write_checkpoint(it + 1, why.c_str());
+      printf0("train: exit %d: checkpointed; resubmit the job to continue from iteration %d\n", kExitResubmit, it + 1);
+      return kExitResubmit;
+    }
+    if ((checkpoint_every > 0 && (it + 1) % checkpoint_every == 0) || (last && cfg_.checkpoint.at_end))
+      write_checkpoint(it + 1, last ? "end of the run" : "every");
   }
   report_memory();
   printf0("train: done in %s\n", duration_text(seconds() - start).c_str());

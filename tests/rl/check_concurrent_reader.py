@@ -5,6 +5,7 @@ its iteration number, and (when stored) a complete rollouts group.
     check_concurrent_reader.py RUN_DIR -- mpirun -np 3 quartet train DECK --set ...
 """
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -42,8 +43,8 @@ def main():
     run_dir = sys.argv[1]
     cmd = [a for a in sys.argv[2:] if a != "--"]
     path = os.path.join(run_dir, "run.h5")
-    if os.path.exists(path):
-        os.remove(path)
+    # From the beginning: no run file, and no checkpoints that train would resume from.
+    shutil.rmtree(run_dir, ignore_errors=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen, failed_opens = [], 0
     while proc.poll() is None:

@@ -16,6 +16,10 @@ struct RunConfig {              // [run]
   std::string out = "runs/quartet";  // output directory
   std::uint64_t seed = 1;       // base random seed
   int iterations = 1;           // iterations of the command's main loop
+  // Wall-clock budget in seconds (0 = none): train checkpoints and exits (status 75, to be
+  // resubmitted) when the next iteration and a checkpoint might not fit in what is left.
+  // Deck: seconds, or e.g. "90m", "23h30m", "1h5m30s"; also `train --time-limit`.
+  double time_limit = 0;
 };
 
 struct PlacementConfig {        // [placement]
@@ -101,6 +105,17 @@ struct OutputConfig {           // [output]
   int rollouts_every = 10;      // store the rollouts in the run file every N iterations (0 = never)
 };
 
+struct CheckpointConfig {       // [checkpoint]
+  int every = 0;                // a checkpoint every N iterations (0 = only at the end and on a stop)
+  int keep = 2;                 // complete checkpoints kept (the newest N; >= 1)
+  int keep_every = 0;           // also keep those whose iteration is a multiple of N (0 = none)
+  bool at_end = true;           // a checkpoint after the last iteration
+  // auto: continue from the newest complete checkpoint in <run.out>/checkpoints (none: start);
+  // never: start from scratch (refused if run.out already holds checkpoints);
+  // a step_<N> directory: continue from that one.
+  std::string resume = "auto";
+};
+
 struct Config {
   Deck deck;  // the parsed deck, for error messages naming key and line
   RunConfig run;
@@ -111,7 +126,11 @@ struct Config {
   TrainConfig train;
   AlgorithmConfig algorithm;
   OutputConfig output;
+  CheckpointConfig checkpoint;
 };
+
+// "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.
+double parse_duration(const std::string& text);
 
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
 std::uint64_t parse_bytes(const std::string& text);

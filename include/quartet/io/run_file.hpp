@@ -71,6 +71,11 @@ class RunFile {
   // iterations_complete. An iteration already in the file is skipped (resume).
   void append(const IterationRecord& record, const RolloutRecord* rollouts);
 
+  // Collective: forgets the iterations after `iterations` (a run resumed from an earlier
+  // checkpoint writes them again): iterations_complete drops first, then the series shrink and
+  // the rollouts of those iterations go. Nothing happens when the file holds no more.
+  void rewind(std::int64_t iterations);
+
   // The iterations already complete in the file (a resumed run continues after them).
   std::int64_t iterations_complete() const { return complete_; }
   const std::string& path() const { return path_; }

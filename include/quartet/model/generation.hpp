@@ -17,6 +17,10 @@ struct SamplingParams {
   std::vector<int64_t> stop_ids;  // a sequence ends after emitting one of these
   int64_t pad_id = 0;             // fills the steps after a sequence ended
   uint64_t seed = 1;
+  // Only ids below this are sampled (0 = every id of the model's vocabulary): a model whose
+  // vocabulary is larger than its tokenizer's (a random model of a real size, or an embedding
+  // padded to a multiple of 64) never emits an id the tokenizer cannot decode.
+  int64_t vocab_limit = 0;
 };
 
 struct Generation {

@@ -20,6 +20,7 @@ struct RoleModel {
   std::unique_ptr<ShardedModel> model;
   std::unique_ptr<ShardedAdamW> optimizer;  // trained roles only
   Collectives* group = nullptr;
+  MPI_Comm comm = MPI_COMM_NULL;  // the same group as an MPI communicator (checkpoint files)
 };
 
 struct RoleModels {
@@ -27,8 +28,12 @@ struct RoleModels {
   RoleModel* get(Role r) const { return roles[static_cast<int>(r)].get(); }
 };
 
-// Collective over each role's group. `seed` = run.seed.
-RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device);
+// Collective over each role's group. `seed` = run.seed. With `resume_dir` (a checkpoint's
+// step_<N> directory) the trained roles take their weights, optimizer state and step count from
+// <resume_dir>/<role>.h5, each rank reading only its slices, whatever the group size was when
+// it was written; the frozen roles are built from the deck as always.
+RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device,
+                             const std::string& resume_dir = "");
 
 // The tokenizer of the run: the actor's model directory's, or the built-in character one.
 std::unique_ptr<Tokenizer> run_tokenizer(const Config& config);

@@ -1,0 +1,57 @@
+#pragma once
+// The checkpoints of `quartet train` (DESIGN.md, io/checkpoint_dir.hpp):
+//   step_<N>/actor.h5, critic.h5   each trained model, written collectively by its group
+//                                  (io/sharded_h5.hpp): weights, float32 master weights and
+//                                  AdamW moments at global shapes and offsets, step count;
+//   step_<N>/trainer.h5            the loop's state (world rank 0): iterations done, optimizer
+//                                  step counters of the learning-rate schedules, the prompt
+//                                  cursor, the KL controller, the reward normaliser, and every
+//                                  rank's random generator states;
+//   step_<N>/manifest.json         last: sizes and checksums, plus what the checkpoint holds.
+// The frozen models (reference, reward) are not saved: they are rebuilt from the deck, as they
+// were at the start. Resuming needs the same deck (other rank counts are fine: the trained
+// models reshard on load); the models' shapes are checked against it tensor by tensor.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "quartet/dist/runtime.hpp"
+#include "quartet/rl/advantages.hpp"
+#include "quartet/rl/prompt_dataset.hpp"
+#include "quartet/rl/role_models.hpp"
+
+namespace quartet {
+
+struct TrainerState {
+  int64_t iteration = 0;  // iterations complete
+  int64_t actor_step = 0, critic_step = 0, critic_total = 0;  // learning-rate schedule positions
+  PromptCursor cursor;
+  double kl_coef = 0;
+  RunningMoments moments;
+  double train_seconds = 0;  // time spent in the loop before this checkpoint (all sessions)
+};
+
+struct CheckpointWrite {
+  std::string dir;
+  double seconds = 0;  // from the first file to the manifest, as the slowest rank saw it
+  double write_seconds = 0;  // of which writing the files (the rest: checksums, fsync, manifest)
+  int64_t bytes = 0;   // all files
+};
+
+// Collective over the world. `state` must be complete on the actor group's first rank (cursor,
+// KL, normaliser, actor_step) and the critic group's first rank (critic steps); other ranks'
+// copies are not read. Writes step_<iteration>, commits it, moves `latest`, prunes.
+CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state);
+
+// Collective over the world: where to continue from, following checkpoint.resume (auto: the
+// newest complete checkpoint under run.out, the skipped ones named in warnings; a directory:
+// that one, refused if damaged; never: refused if run.out already holds checkpoints). Rank 0
+// prints what it decided. nullopt: a fresh start.
+std::optional<std::string> choose_resume_checkpoint(Runtime& rt);
+
+// Collective over the world: the state in <dir>/trainer.h5, the same on every rank. This rank's
+// random generator states are restored when the world has the size it had when saved
+// (otherwise the run's seeds restart them, and rank 0 says so).
+TrainerState load_trainer_state(Runtime& rt, const std::string& dir);
+
+}  // namespace quartet

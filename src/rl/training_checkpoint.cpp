@@ -1,0 +1,274 @@
+#include "quartet/rl/training_checkpoint.hpp"
+
+#include <sys/stat.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "quartet/core/check.hpp"
+#include "quartet/core/log.hpp"
+#include "quartet/io/checkpoint_dir.hpp"
+#include "quartet/io/sharded_h5.hpp"
+#include "quartet/io/tensor_h5.hpp"
+#include "quartet/model/model_spec.hpp"
+
+namespace quartet {
+
+namespace {
+
+constexpr Role kTrainedRoles[] = {Role::actor, Role::critic};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* dtype_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: return "float32";
+  }
+}
+
+bool saved_role(const Runtime& rt, Role role) {
+  return rt.placement.has(role) && has_model(rt.config, role) && is_trained(role);
+}
+
+// One trained model into <dir>/<role>.h5, collectively over its group.
+void write_model(const std::string& dir, const RoleModel& m, Role role, int64_t iteration) {
+  ShardedModel& model = *m.model;
+  const auto& layout = model.layout();
+  const int rank = model.group().rank();
+  const std::string architecture = architecture_name(m.spec.config, m.spec.head);
+  const char* dtype = dtype_name(model.options().dtype);
+  ShardedH5Writer w(dir + "/" + role_name(role) + ".h5", m.comm);
+  w.write_family("model", layout, rank, model.current_shards(), model.options().dtype);
+  if (m.optimizer) {
+    // A float32 model's parameters are its master weights (equal to the optimizer's own
+    // master, if it keeps one offloaded); current_shards() also finds them while parked.
+    const bool fp32 = model.options().dtype == torch::kFloat32;
+    w.write_family("optimizer/master", layout, rank, fp32 ? model.current_shards() : m.optimizer->master_shards(),
+                   torch::kFloat32);
+    w.write_family("optimizer/exp_avg", layout, rank, m.optimizer->exp_avg_shards(), torch::kFloat32);
+    w.write_family("optimizer/exp_avg_sq", layout, rank, m.optimizer->exp_avg_sq_shards(), torch::kFloat32);
+  }
+  w.attribute("role", std::string(role_name(role)));
+  w.attribute("architecture", architecture);
+  w.attribute("head", std::string(head_name(m.spec.head)));
+  w.attribute("dtype", std::string(dtype));
+  w.attribute("config_json", m.spec.config.to_json(architecture, dtype));
+  w.attribute("group_size", static_cast<int64_t>(model.group().size()));
+  w.attribute("iteration", iteration);
+  w.attribute("optimizer_steps", m.optimizer ? m.optimizer->steps() : int64_t{0});
+  w.close();
+}
+
+// Every rank's generator states, gathered on rank 0 as a [world, bytes] tensor.
+torch::Tensor gather_states(const torch::Tensor& mine, const World& world) {
+  auto state = mine.contiguous().to(torch::kCPU);
+  int bytes = static_cast<int>(state.numel());
+  int lo = bytes, hi = bytes;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, world.comm()));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, world.comm()));
+  QUARTET_CHECK(lo == hi, "checkpoint: the ranks' random generator states differ in size (" + std::to_string(lo) +
+                              " vs " + std::to_string(hi) + " bytes)");
+  auto all = torch::empty({world.rank() == 0 ? world.size() : 0, bytes}, torch::kUInt8);
+  MPI_CHECK(MPI_Gather(state.data_ptr(), bytes, MPI_BYTE, world.rank() == 0 ? all.data_ptr() : nullptr, bytes, MPI_BYTE,
+                       0, world.comm()));
+  return all;
+}
+
+at::Generator default_generator(torch::Device device) { return at::globalContext().defaultGenerator(device); }
+
+int64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state) {
+  const World& world = rt.world;
+  const Config& cfg = rt.config;
+  MPI_CHECK(MPI_Barrier(world.comm()));
+  const double start = now();
+
+  // The numbers only some ranks hold reach rank 0: the actor group's first rank holds the loop
+  // state, each trained group's first rank its optimizer's step count. A slot is filled by its
+  // one owner and zero elsewhere, so the sum is exact.
+  enum { kIteration, kActorStep, kCriticStep, kCriticTotal, kEpoch, kPosition, kActorSteps, kCriticSteps, kInts };
+  enum { kKlCoef, kMean, kVar, kCount, kSeconds, kDoubles };
+  std::vector<int64_t> ints(kInts, 0);
+  std::vector<double> doubles(kDoubles, 0.0);
+  if (RoleModel* a = models.get(Role::actor); a && a->group->rank() == 0) {
+    ints[kIteration] = state.iteration;
+    ints[kActorStep] = state.actor_step;
+    ints[kEpoch] = state.cursor.epoch;
+    ints[kPosition] = state.cursor.position;
+    ints[kActorSteps] = a->optimizer->steps();
+    doubles[kKlCoef] = state.kl_coef;
+    doubles[kMean] = state.moments.mean;
+    doubles[kVar] = state.moments.var;
+    doubles[kCount] = state.moments.count;
+    doubles[kSeconds] = state.train_seconds;
+  }
+  if (RoleModel* c = models.get(Role::critic); c && c->group->rank() == 0) {
+    ints[kCriticStep] = state.critic_step;
+    ints[kCriticTotal] = state.critic_total;
+    ints[kCriticSteps] = c->optimizer->steps();
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ints.data(), kInts, MPI_INT64_T, MPI_SUM, world.comm()));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, doubles.data(), kDoubles, MPI_DOUBLE, MPI_SUM, world.comm()));
+  const int64_t iteration = ints[kIteration];
+
+  const std::string dir = begin_checkpoint(cfg.run.out, iteration, world.comm());
+  std::vector<std::string> files;
+  for (Role role : kTrainedRoles) {
+    if (!saved_role(rt, role)) continue;
+    files.push_back(std::string(role_name(role)) + ".h5");
+    // Colocated: one group holds both models and writes them one after the other.
+    if (const RoleModel* m = models.get(role)) write_model(dir, *m, role, iteration);
+  }
+
+  auto cpu_states = gather_states(default_generator(torch::kCPU).get_state(), world);
+  torch::Tensor cuda_states;
+  if (rt.device.is_cuda()) cuda_states = gather_states(default_generator(rt.device).get_state(), world);
+  if (world.rank() == 0) {
+    auto i64 = [](int64_t v) { return torch::tensor({v}, torch::kInt64); };
+    auto f64 = [](double v) { return torch::tensor({v}, torch::kFloat64); };
+    NamedTensors t;
+    t.emplace_back("iteration", i64(iteration));
+    t.emplace_back("actor_step", i64(ints[kActorStep]));
+    t.emplace_back("critic_step", i64(ints[kCriticStep]));
+    t.emplace_back("critic_total", i64(ints[kCriticTotal]));
+    t.emplace_back("cursor_epoch", i64(ints[kEpoch]));
+    t.emplace_back("cursor_position", i64(ints[kPosition]));
+    t.emplace_back("kl_coef", f64(doubles[kKlCoef]));
+    t.emplace_back("reward_moments", torch::tensor({doubles[kMean], doubles[kVar], doubles[kCount]}, torch::kFloat64));
+    t.emplace_back("train_seconds", f64(doubles[kSeconds]));
+    t.emplace_back("world_size", i64(world.size()));
+    t.emplace_back("rng_cpu", cpu_states);
+    if (cuda_states.defined()) t.emplace_back("rng_cuda", cuda_states);
+    write_tensors_h5(dir + "/trainer.h5", t);
+  }
+  files.push_back("trainer.h5");
+  MPI_CHECK(MPI_Barrier(world.comm()));  // trainer.h5 is closed before anyone checksums it
+  const double written = now();
+
+  nlohmann::json info;
+  info["run_name"] = cfg.run.name;
+  info["iteration"] = iteration;
+  info["world_size"] = world.size();
+  info["placement"] = rt.placement.describe();
+  info["algorithm"] = cfg.algorithm.name;
+  info["git_commit"] = QUARTET_GIT_COMMIT;
+  info["version"] = QUARTET_VERSION;
+  info["deck"] = cfg.deck.resolved();
+  info["trainer_state"] = "trainer.h5";
+  info["models"] = nlohmann::json::object();
+  for (Role role : kTrainedRoles) {
+    if (!saved_role(rt, role)) continue;
+    const ModelSpec spec = resolve_model(cfg, role);
+    const std::string architecture = architecture_name(spec.config, spec.head);
+    int64_t parameters = 0;
+    for (int64_t n : unit_parameter_counts(spec.config, spec.head)) parameters += n;
+    const ModelSpec actor = resolve_model(cfg, Role::actor);
+    nlohmann::json m;
+    m["file"] = std::string(role_name(role)) + ".h5";
+    m["group_size"] = static_cast<int64_t>(rt.placement.ranks_of(role).size());
+    m["architecture"] = architecture;
+    m["head"] = head_name(spec.head);
+    m["dtype"] = dtype_name(spec.dtype);
+    m["config_json"] = spec.config.to_json(architecture, dtype_name(spec.dtype));
+    m["source"] = model_section(cfg, role).path;
+    // The run's tokenizer is the actor's (the built-in one for random models: "").
+    m["tokenizer_dir"] = actor.random ? "" : actor.dir;
+    m["parameters"] = parameters;
+    m["optimizer_steps"] = role == Role::actor ? ints[kActorSteps] : ints[kCriticSteps];
+    info["models"][role_name(role)] = m;
+  }
+  commit_checkpoint(cfg.run.out, iteration, files, info, world.comm(), cfg.checkpoint.keep, cfg.checkpoint.keep_every);
+
+  CheckpointWrite out;
+  out.dir = dir;
+  out.seconds = now() - start;
+  out.write_seconds = written - start;
+  double times[2] = {out.seconds, out.write_seconds};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, world.comm()));
+  out.seconds = times[0];
+  out.write_seconds = times[1];
+  for (const auto& f : files) out.bytes += file_bytes(dir + "/" + f);
+  return out;
+}
+
+std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
+  const Config& cfg = rt.config;
+  const World& world = rt.world;
+  const std::string& how = cfg.checkpoint.resume;
+  if (how == "never") {
+    const auto steps = list_checkpoint_steps(cfg.run.out);
+    if (!steps.empty())
+      cfg.deck.fail("checkpoint.resume", "is never, but " + checkpoints_dir(cfg.run.out) + " already holds step_" +
+                                             std::to_string(steps.back()) +
+                                             ": set it to auto to continue that run, or give run.out a new directory");
+    return std::nullopt;
+  }
+  if (how != "auto") {
+    const auto problems = verify_checkpoint(how, world.comm());
+    if (!problems.empty()) {
+      std::string all;
+      for (const auto& p : problems) all += "\n  " + p;
+      cfg.deck.fail("checkpoint.resume", "names " + how + ", which is damaged:" + all);
+    }
+    return how;
+  }
+  std::vector<std::string> warnings;
+  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings);
+  for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
+  if (!found) {
+    if (!list_checkpoint_steps(cfg.run.out).empty())
+      printf0("train: warning: no complete checkpoint under %s: starting from the beginning\n",
+              checkpoints_dir(cfg.run.out).c_str());
+    return std::nullopt;
+  }
+  return found->dir;
+}
+
+TrainerState load_trainer_state(Runtime& rt, const std::string& dir) {
+  const World& world = rt.world;
+  const std::string path = dir + "/trainer.h5";
+  auto i64 = [&](const char* name) { return read_tensor_h5(path, name).reshape({-1})[0].item<int64_t>(); };
+  auto f64 = [&](const char* name) { return read_tensor_h5(path, name).reshape({-1}); };
+  TrainerState s;
+  s.iteration = i64("iteration");
+  s.actor_step = i64("actor_step");
+  s.critic_step = i64("critic_step");
+  s.critic_total = i64("critic_total");
+  s.cursor.epoch = i64("cursor_epoch");
+  s.cursor.position = i64("cursor_position");
+  s.kl_coef = f64("kl_coef")[0].item<double>();
+  auto moments = f64("reward_moments");
+  QUARTET_CHECK(moments.numel() == 3, path + ": reward_moments has " + std::to_string(moments.numel()) +
+                                          " values, expected 3 (mean, var, count)");
+  s.moments.mean = moments[0].item<double>();
+  s.moments.var = moments[1].item<double>();
+  s.moments.count = moments[2].item<double>();
+  s.train_seconds = f64("train_seconds")[0].item<double>();
+  const int64_t saved_world = i64("world_size");
+  if (saved_world == world.size()) {
+    auto cpu = read_tensor_h5(path, "rng_cpu");
+    default_generator(torch::kCPU).set_state(cpu[world.rank()].clone());
+    if (rt.device.is_cuda()) {
+      auto cuda = read_tensor_h5(path, "rng_cuda");
+      default_generator(rt.device).set_state(cuda[world.rank()].clone());
+    }
+  } else {
+    printf0("train: the checkpoint was written by %lld ranks, this job has %d: the random generators restart "
+            "from the run's seeds (sampling and shuffling are seeded per iteration and do not depend on them)\n",
+            static_cast<long long>(saved_world), world.size());
+  }
+  return s;
+}
+
+}  // namespace quartet

@@ -1,0 +1,284 @@
+"""Stops `quartet train` with real signals (and a time limit, and a damaged checkpoint), resumes
+it, and checks that the resumed run is the run that was never interrupted: the same metrics,
+bitwise, and the same final weights and optimizer state. Also resharding: a run checkpointed
+with the actor on 2 ranks continues on 1 and back on 2.
+
+    check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
+SCENARIO: signals | double_signal | time_limit | corrupt | reshard
+The deck is inputs/demo.deck (run from the repository root), shortened.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
+EXIT_RESUBMIT, EXIT_STOPPED = 75, 76
+ITERATIONS = 24
+EXTRA = []  # deck settings every run of the scenario shares
+# Timing and throughput differ between any two runs; everything else must not.
+UNTIMED = lambda name: not name.startswith("time_") and name != "tokens_per_s"
+
+
+def fail(msg):
+    sys.exit(f"check_resume: {msg}")
+
+
+class Train:
+    """One `mpirun ... quartet train` with its output collected line by line."""
+
+    def __init__(self, launcher, np_, out, *sets):
+        self.cmd = launcher + [str(np_), QUARTET, "train", "inputs/demo.deck"]
+        # Later settings of a key replace earlier ones (a deck refuses a key given twice).
+        settings = {}
+        for s in [f"run.iterations={ITERATIONS}", f"run.out={out}", "checkpoint.every=4", "checkpoint.keep=3"] + EXTRA + list(sets):
+            key, value = s.split("=", 1)
+            settings[key] = value
+        for key, value in settings.items():
+            self.cmd += ["--set", f"{key}={value}"]
+        self.lines = []
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def wait_for_iteration(self, n):
+        """Reads output until iteration n is reported."""
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            sys.stdout.write(line)
+            m = ITER.match(line)
+            if m and int(m.group(1)) >= n:
+                return
+        fail(f"the run ended before iteration {n}:\n{''.join(self.lines[-20:])}")
+
+    def finish(self, timeout=240):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            sys.stdout.write(line)
+        self.proc.wait(timeout=timeout)
+        return self.proc.returncode
+
+    def output(self):
+        return "".join(self.lines)
+
+    def ranks(self):
+        """The pids of the quartet processes mpirun started (its children)."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+
+def run_to_end(launcher, np_, out, *sets, expect=0):
+    t = Train(launcher, np_, out, *sets)
+    rc = t.finish()
+    if rc != expect:
+        fail(f"{' '.join(t.cmd)} exited {rc}, expected {expect}:\n{t.output()[-3000:]}")
+    return t.output()
+
+
+def metrics(out):
+    with h5py.File(os.path.join(out, "run.h5"), "r") as f:
+        n = int(f.attrs["iterations_complete"])
+        return n, {k: np.asarray(f["metrics"][k][:n]) for k in f["metrics"] if UNTIMED(k)}
+
+
+def final_state(out):
+    step = os.path.join(out, "checkpoints", f"step_{ITERATIONS}")
+    state = {}
+    for name in ("actor.h5", "critic.h5"):
+        with h5py.File(os.path.join(step, name), "r") as f:
+            f.visititems(lambda k, v: state.__setitem__(f"{name}/{k}", np.asarray(v[()])) if isinstance(v, h5py.Dataset) else None)
+    return state
+
+
+def same_run(reference, resumed, what):
+    n_ref, m_ref = metrics(reference)
+    n_res, m_res = metrics(resumed)
+    if n_ref != ITERATIONS or n_res != ITERATIONS:
+        fail(f"{what}: run files hold {n_ref} and {n_res} iterations, expected {ITERATIONS} each")
+    if sorted(m_ref) != sorted(m_res):
+        fail(f"{what}: different metrics: {sorted(m_ref)} vs {sorted(m_res)}")
+    for k in m_ref:
+        if not np.array_equal(m_ref[k], m_res[k]):
+            i = int(np.nonzero(m_ref[k] != m_res[k])[0][0])
+            fail(f"{what}: metric {k} differs first at iteration {i + 1}: {m_ref[k][i]!r} vs {m_res[k][i]!r}")
+    s_ref, s_res = final_state(reference), final_state(resumed)
+    if sorted(s_ref) != sorted(s_res):
+        fail(f"{what}: the final checkpoints hold different tensors")
+    for k in s_ref:
+        if s_ref[k].tobytes() != s_res[k].tobytes():
+            fail(f"{what}: final checkpoint tensor {k} differs")
+    print(f"check_resume: {what}: {len(m_ref)} metrics over {ITERATIONS} iterations and {len(s_ref)} checkpoint "
+          f"tensors are bitwise equal to the uninterrupted run")
+
+
+def stopped_at(output):
+    m = re.search(r"train: stopping after iteration (\d+)", output)
+    if not m:
+        fail(f"no 'stopping after iteration' line:\n{output[-3000:]}")
+    return int(m.group(1))
+
+
+def resumed_from(output):
+    m = re.search(r"train: resuming from (\S+): (\d+) of", output)
+    if not m:
+        fail(f"the second run did not resume:\n{output[-3000:]}")
+    return m.group(1).rstrip(":"), int(m.group(2))
+
+
+def main():
+    global QUARTET, ITERATIONS, EXTRA
+    args = sys.argv[1:]
+    split = args.index("--")
+    work, scenario = args[:split]
+    command = args[split + 1:]
+    launcher, QUARTET = command[:-1], command[-1]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    if scenario == "double_signal":
+        # Iterations of a few seconds, so that two requests more than a second apart (closer ones
+        # count as one) both land inside one iteration.
+        ITERATIONS = 6
+        EXTRA = ["rollout.batch=64", "checkpoint.every=2"] + [
+            f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=256", "layers=4")]
+    reference = os.path.join(work, "uninterrupted")
+    run_to_end(launcher, 3, reference)
+
+    if scenario == "signals":
+        # SIGUSR1 to mpirun, which forwards it to every rank (Slurm's pre-timeout warning).
+        out = os.path.join(work, "usr1")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(6)
+        t.proc.send_signal(signal.SIGUSR1)
+        rc = t.finish()
+        if rc != EXIT_RESUBMIT:
+            fail(f"after SIGUSR1 the run exited {rc}, expected {EXIT_RESUBMIT}:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        if not os.path.exists(os.path.join(out, "checkpoints", f"step_{n}", "manifest.json")):
+            fail(f"stopped after iteration {n} but checkpoints/step_{n} is not complete")
+        if os.readlink(os.path.join(out, "checkpoints", "latest")) != f"step_{n}":
+            fail("checkpoints/latest does not name the stop's checkpoint")
+        _, at = resumed_from(run_to_end(launcher, 3, out))
+        if at != n:
+            fail(f"resumed at iteration {at}, but the stop's checkpoint is {n}")
+        same_run(reference, out, f"SIGUSR1 to every rank after iteration {n}, resumed")
+
+        # SIGTERM to one rank only: the others learn of it when the ranks agree.
+        out = os.path.join(work, "term")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(9)
+        ranks = t.ranks()
+        if len(ranks) != 3:
+            fail(f"expected 3 rank processes under mpirun, found {ranks}")
+        os.kill(ranks[-1], signal.SIGTERM)
+        rc = t.finish()
+        if rc != EXIT_RESUBMIT:
+            fail(f"after SIGTERM to one rank the run exited {rc}, expected {EXIT_RESUBMIT}:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        run_to_end(launcher, 3, out)
+        same_run(reference, out, f"SIGTERM to rank 2 alone after iteration {n}, resumed")
+
+    elif scenario == "double_signal":
+        # A second request stops at the next safe point, without a new checkpoint.
+        out = os.path.join(work, "double")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(3)
+        ranks = t.ranks()
+        for pid in ranks:
+            os.kill(pid, signal.SIGUSR1)
+        time.sleep(1.3)
+        for pid in ranks:
+            os.kill(pid, signal.SIGUSR1)
+        rc = t.finish()
+        if rc != EXIT_STOPPED:
+            fail(f"after two signals the run exited {rc}, expected {EXIT_STOPPED}:\n{t.output()[-3000:]}")
+        if "second stop request" not in t.output():
+            fail("no message about the second stop request")
+        latest = os.readlink(os.path.join(out, "checkpoints", "latest"))
+        if not os.path.exists(os.path.join(out, "checkpoints", latest, "manifest.json")):
+            fail(f"latest ({latest}) is not complete after the stop")
+        run_to_end(launcher, 3, out)
+        same_run(reference, out, f"two signals (stopped without a checkpoint, resumed from {latest})")
+
+    elif scenario == "time_limit":
+        # A budget far shorter than the run: it checkpoints and exits 75 before the budget ends,
+        # and resubmissions finish it.
+        out = os.path.join(work, "limited")
+        rounds, begin = 0, time.time()
+        while True:
+            rounds += 1
+            t0 = time.time()
+            t = Train(launcher, 3, out, "run.time_limit=1.5")
+            rc = t.finish()
+            took = time.time() - t0
+            if rc == 0:
+                break
+            if rc != EXIT_RESUBMIT:
+                fail(f"round {rounds} exited {rc}:\n{t.output()[-3000:]}")
+            if "(time limit)" not in t.output():
+                fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{t.output()[-3000:]}")
+            print(f"check_resume: round {rounds} stopped by its time limit after {took:.1f}s (limit 1.5s + start-up)")
+            if rounds > ITERATIONS:
+                fail(f"the run did not finish in {ITERATIONS} rounds (each must do at least one iteration)")
+        if rounds < 2:
+            fail("the time limit never stopped the run (make the run longer or the limit shorter)")
+        same_run(reference, out, f"run.time_limit = 1.5s ({rounds} rounds)")
+
+    elif scenario == "corrupt":
+        # Damage the newest checkpoint: resume warns, names the file, and falls back one.
+        out = os.path.join(work, "corrupt")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(13)
+        t.proc.send_signal(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        newest = os.path.join(out, "checkpoints", f"step_{n}", "actor.h5")
+        with open(newest, "r+b") as f:
+            f.seek(os.path.getsize(newest) // 2)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        output = run_to_end(launcher, 3, out)
+        if not re.search(rf"warning: .*step_{n}.*actor\.h5.*checksum", output):
+            fail(f"no warning naming step_{n}/actor.h5 and its checksum:\n{output[-3000:]}")
+        where, at = resumed_from(output)
+        if at >= n or not where.endswith(f"step_{at}"):
+            fail(f"resumed from {where} at {at}; expected an earlier checkpoint than {n}")
+        same_run(reference, out, f"corrupt step_{n}, resumed from step_{at}")
+
+    elif scenario == "reshard":
+        # Actor on 2 ranks (4 in all) -> 1 rank (3 in all) -> 2 ranks again.
+        out = os.path.join(work, "reshard")
+        t = Train(launcher, 4, out, "placement.actor=2", "checkpoint.every=3")
+        t.wait_for_iteration(7)
+        t.proc.send_signal(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the 4-rank run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        n1 = stopped_at(t.output())
+        t = Train(launcher, 3, out, "placement.actor=1")
+        t.wait_for_iteration(n1 + 4)
+        t.proc.send_signal(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the 3-rank run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        _, at = resumed_from(t.output())
+        if at != n1:
+            fail(f"the 3-rank run resumed at {at}, expected {n1}")
+        n2 = stopped_at(t.output())
+        output = run_to_end(launcher, 4, out, "placement.actor=2")
+        _, at = resumed_from(output)
+        if at != n2:
+            fail(f"the second 4-rank run resumed at {at}, expected {n2}")
+        n, m = metrics(out)
+        if n != ITERATIONS or not np.array_equal(m["iteration"], np.arange(1, ITERATIONS + 1)):
+            fail(f"the resharded run's file holds iterations {m['iteration']}")
+        print(f"check_resume: actor 2 ranks -> 1 (at {n1}) -> 2 (at {n2}): finished {ITERATIONS} iterations")
+    else:
+        fail(f"unknown scenario {scenario}")
+
+
+if __name__ == "__main__":
+    main()
