@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The reference PPO iteration of the performance issue, run by `quartet train` as it is today:
+# four 886M Llama-shaped models (hidden 2048, 16 layers, 16 heads, 8 KV heads, FFN 5632,
+# vocabulary 32000), bf16, 64 prompts of 128 tokens, 128 new tokens, minibatch 8, one epoch;
+# on 1 H200 (colocated, one rank) and on 2 (colocated over both). Prints the phase times of the
+# iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
+set -uo pipefail
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
+[ -d build-gpu ] || cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" > "$OUT/build.log" 2>&1
+cmake --build build-gpu -j "$(nproc)" --target quartet >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+t built
+export OMP_NUM_THREADS=4
+mkdir -p runs
+CFG=$PWD/runs/llama886m.json
+cat > "$CFG" <<'JSON'
+{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 16,
+ "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 5632, "vocab_size": 32000,
+ "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false,
+ "hidden_act": "silu", "torch_dtype": "bfloat16"}
+JSON
+# 128-token prompts for the built-in character tokenizer: <bos> and 127 characters.
+python3 - > runs/prompts128.jsonl <<'PY'
+import json, random
+r = random.Random(1)
+for i in range(512):
+    print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
+PY
+COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --set checkpoint.at_end=false
+        --set placement.mode=colocated --set rollout.prompts=runs/prompts128.jsonl
+        --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
+        --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
+        --set output.rollouts_every=0)
+for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
+gpus=$(nvidia-smi -L | wc -l)
+for n in 1 2; do
+  [ "$n" -le "$gpus" ] || { echo "== $n H200: this machine has $gpus GPU(s), skipped"; continue; }
+  echo "== colocated on $n H200: per-rank batch $((64 / n)) prompts (64 in all)"
+  timeout 500 mpirun --oversubscribe --bind-to none -np $n build-gpu/quartet train inputs/demo.deck "${COMMON[@]}" \
+    --set placement.actor=$n --set placement.critic=$n --set placement.reference=$n --set placement.reward=$n \
+    --set rollout.batch=$((64 / n)) --set run.out=runs/ppo886m-$n > "$OUT/ppo_$n.log" 2>&1
+  echo "exit $?"
+  grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$n.log" | tail -10
+  t "colocated $n"
+done
