@@ -143,4 +143,20 @@ void fsync_directory(const std::string& dir) {
   QUARTET_CHECK(rc == 0, "cannot fsync directory " + dir + ": " + why);
 }
 
+std::string strip_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string base_name(const std::string& path) {
+  const std::string p = strip_trailing_slashes(path);
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 }  // namespace quartet

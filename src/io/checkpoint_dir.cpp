@@ -96,32 +96,6 @@ void throw_if_any(const std::string& mine, MPI_Comm comm) {
 
 // ----- names -----
 
-std::string strip_slashes(std::string s) {
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-std::string base_name(const std::string& path) {
-  const std::string p = strip_slashes(path);
-  const size_t slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-std::string parent_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// step_<N> exactly as step_dir writes it (no sign, no leading zeros), so that one iteration has
-// one directory name.
-std::optional<int64_t> parse_step_name(const std::string& name) {
-  const std::string prefix = "step_";
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  return static_cast<int64_t>(std::stoll(digits));
-}
 
 // "" when `name` may be listed in a manifest: relative, inside the step directory, not the
 // manifest itself.
@@ -468,7 +442,7 @@ void commit(const std::string& out, int64_t iteration, const std::vector<std::st
       // The files' data before the manifest that vouches for them, the manifest before `latest`.
       for (const std::string& p : paths) fsync_file(p);
       std::set<std::string> parents;  // names may lie in subdirectories of the step directory
-      for (const std::string& p : paths) parents.insert(parent_of(p));
+      for (const std::string& p : paths) parents.insert(parent_directory(p));
       const std::string manifest = dir + "/" + kManifestName;
       write_text_atomically(manifest, manifest_json(m).dump(2) + "\n");
       try {
@@ -497,7 +471,7 @@ struct Verified {
 };
 
 Verified verify(const std::string& step_directory, MPI_Comm comm) {
-  const std::string dir = strip_slashes(step_directory);
+  const std::string dir = strip_trailing_slashes(step_directory);
   const std::string label = base_name(dir);
   // Rank 0 looks at the directory; every rank gets what it saw, so that all of them check the
   // same files against the same manifest and list the same problems in the same order.
@@ -603,7 +577,18 @@ std::string joined(const std::vector<std::string>& parts, const std::string& sep
 
 }  // namespace
 
-std::string checkpoints_dir(const std::string& out) { return strip_slashes(out) + "/checkpoints"; }
+// step_<N> exactly as step_dir writes it (no sign, no leading zeros), so that one iteration has
+// one directory name.
+std::optional<int64_t> parse_step_name(const std::string& name) {
+  const std::string prefix = "step_";
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return static_cast<int64_t>(std::stoll(digits));
+}
+
+std::string checkpoints_dir(const std::string& out) { return strip_trailing_slashes(out) + "/checkpoints"; }
 
 std::string step_dir(const std::string& out, int64_t iteration) {
   return checkpoints_dir(out) + "/step_" + std::to_string(iteration);
@@ -644,7 +629,7 @@ void detail::commit_checkpoint(const std::string& out, int64_t iteration, const 
 }
 
 Manifest read_manifest(const std::string& step_directory) {
-  const std::string path = strip_slashes(step_directory) + "/" + kManifestName;
+  const std::string path = strip_trailing_slashes(step_directory) + "/" + kManifestName;
   QUARTET_CHECK(path_exists(path), path + ": no such file (the checkpoint is incomplete: its write did not finish)");
   const std::string text = read_file(path);
   try {

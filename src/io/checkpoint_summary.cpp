@@ -20,28 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string strip_slashes(std::string s) {
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-std::string base_name(const std::string& path) {
-  const std::string p = strip_slashes(path);
-  const size_t slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-// step_<N> as step_dir writes it (no sign, no leading zeros); the same rule as checkpoint_dir's
-// listing, so both see the same steps.
-std::optional<int64_t> parse_step_name(const std::string& name) {
-  const std::string prefix = "step_";
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  return static_cast<int64_t>(std::stoll(digits));
-}
-
 bool has_manifest(const std::string& dir) { return is_regular_file(dir + "/manifest.json"); }
 
 std::string human_bytes(int64_t bytes) {
@@ -96,7 +74,7 @@ std::string size_problem(const std::string& step) {
 }  // namespace
 
 PathKind classify_checkpoint_path(const std::string& path, std::string* resolved) {
-  const std::string p = strip_slashes(path);
+  const std::string p = strip_trailing_slashes(path);
   *resolved = p;
   if (!is_directory(p)) return PathKind::none;
   if (has_manifest(p) || parse_step_name(base_name(p)) || base_name(p) == "latest") return PathKind::step;
@@ -110,7 +88,7 @@ PathKind classify_checkpoint_path(const std::string& path, std::string* resolved
 }
 
 std::vector<StepEntry> list_steps(const std::string& checkpoints_directory) {
-  const std::string cdir = strip_slashes(checkpoints_directory);
+  const std::string cdir = strip_trailing_slashes(checkpoints_directory);
   std::vector<StepEntry> steps;
   for (const std::string& name : list_directory(cdir)) {
     const auto n = parse_step_name(name);
@@ -122,7 +100,7 @@ std::vector<StepEntry> list_steps(const std::string& checkpoints_directory) {
 }
 
 std::string latest_name(const std::string& checkpoints_directory) {
-  const std::string link = strip_slashes(checkpoints_directory) + "/latest";
+  const std::string link = strip_trailing_slashes(checkpoints_directory) + "/latest";
   char buf[4096];
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
   if (n < 0) return "";
@@ -159,7 +137,7 @@ std::string resolve_step_directory(const std::string& path, std::string* how) {
 }
 
 std::string describe_checkpoint(const std::string& step_directory, bool* intact) {
-  const std::string dir = strip_slashes(step_directory);
+  const std::string dir = strip_trailing_slashes(step_directory);
   std::ostringstream out;
   const std::vector<std::string> problems = verify_checkpoint(dir, MPI_COMM_NULL);
   *intact = problems.empty();
@@ -247,7 +225,7 @@ std::string describe_checkpoint(const std::string& step_directory, bool* intact)
 }
 
 std::string describe_checkpoints(const std::string& checkpoints_directory, bool* intact) {
-  const std::string cdir = strip_slashes(checkpoints_directory);
+  const std::string cdir = strip_trailing_slashes(checkpoints_directory);
   const auto steps = list_steps(cdir);
   const std::string latest = latest_name(cdir);
   std::ostringstream out;

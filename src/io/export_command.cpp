@@ -36,30 +36,6 @@ const char* const kTokenizerFiles[] = {"tokenizer.json",     "tokenizer_config.j
                                        "tokenizer.model",    "chat_template.jinja",   "chat_template.json",
                                        "generation_config.json"};
 
-std::string strip_slashes(std::string s) {
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-std::string parent_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string base_name(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-const char* dtype_name(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat32: return "float32";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kFloat16: return "float16";
-    default: return "?";
-  }
-}
-
 torch::ScalarType dtype_of(const std::string& name, const std::string& what) {
   if (name == "float32") return torch::kFloat32;
   if (name == "bfloat16") return torch::kBFloat16;
@@ -224,7 +200,7 @@ std::vector<std::string> write_export(const std::string& step, const std::string
       report.push_back("note: the model has " + std::to_string(config.vocab_size) + " token ids, the built-in tokenizer " +
                        std::to_string(builtin_vocab_size()) + " (as the run had them)");
   } else {
-    const std::string src = strip_slashes(e.tokenizer_dir);
+    const std::string src = strip_trailing_slashes(e.tokenizer_dir);
     if (!is_regular_file(src + "/tokenizer.json"))
       throw Error(src + "/tokenizer.json: not there (info.models." + role +
                   ".tokenizer_dir of the checkpoint names this directory; the export needs its tokenizer files)");
@@ -246,7 +222,7 @@ int run_export(const CommandLine& cl) {
   // Everything that can be refused without reading the checkpoint is refused first.
   if (!cl.has("out") || cl.options.at("out").empty())
     throw Error("--out DIR is required: the directory to write the Hugging Face model into");
-  const std::string out = strip_slashes(cl.options.at("out"));
+  const std::string out = strip_trailing_slashes(cl.options.at("out"));
   const std::string role = cl.has("role") ? cl.options.at("role") : "actor";
   const uint64_t shard_bytes = shard_size_of(cl);
   if (path_exists(out)) {
@@ -265,7 +241,7 @@ int run_export(const CommandLine& cl) {
     // Another complete step may be what the user wants instead; verifying those too would
     // read them all, so they are only named.
     std::string others;
-    std::string parent = parent_of(step);
+    std::string parent = parent_directory(step);
     for (const auto& s : list_steps(parent))
       if (s.complete && s.dir != step) others += (others.empty() ? "" : ", ") + base_name(s.dir);
     throw Error(step + (how.empty() ? "" : " (" + how + ")") +
@@ -285,7 +261,7 @@ int run_export(const CommandLine& cl) {
 
   // Written beside --out under a name that is clearly not it, then renamed into place: a crash
   // leaves DIR.tmp-<pid>, never a directory named DIR that looks complete.
-  make_directories(parent_of(out));
+  make_directories(parent_directory(out));
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   remove_tree(tmp);
   make_directories(tmp);
@@ -298,7 +274,7 @@ int run_export(const CommandLine& cl) {
     // it fail (ENOTEMPTY), and nothing of the user's is touched.
     if (::rename(tmp.c_str(), out.c_str()) != 0)
       throw Error("cannot rename " + tmp + " to " + out + ": " + std::strerror(errno));
-    fsync_directory(parent_of(out));
+    fsync_directory(parent_directory(out));
   } catch (...) {
     try {
       remove_tree(tmp);
@@ -315,7 +291,7 @@ int run_export(const CommandLine& cl) {
     if (::stat((out + "/" + f).c_str(), &st) == 0) bytes += static_cast<int64_t>(st.st_size);
   }
   std::printf("export: wrote %zu files, %lld bytes, %lld parameters in %s -> %s\n", files.size(),
-              static_cast<long long>(bytes), static_cast<long long>(parameters), dtype_name(out_dtype), out.c_str());
+              static_cast<long long>(bytes), static_cast<long long>(parameters), dtype_name(out_dtype).c_str(), out.c_str());
   return 0;
 }
 

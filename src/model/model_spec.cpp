@@ -29,6 +29,15 @@ const ModelSectionConfig& model_section(const Config& config, Role role) {
   return config.actor;
 }
 
+std::string dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: return c10::toString(dtype);
+  }
+}
+
 torch::ScalarType dtype_from_name(const std::string& name) {
   if (name == "float32") return torch::kFloat32;
   if (name == "bfloat16") return torch::kBFloat16;

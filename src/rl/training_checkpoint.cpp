@@ -23,14 +23,6 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-const char* dtype_name(torch::ScalarType t) {
-  switch (t) {
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kFloat16: return "float16";
-    default: return "float32";
-  }
-}
-
 bool saved_role(const Runtime& rt, Role role) {
   return rt.placement.has(role) && has_model(rt.config, role) && is_trained(role);
 }
@@ -41,7 +33,7 @@ void write_model(const std::string& dir, const RoleModel& m, Role role, int64_t 
   const auto& layout = model.layout();
   const int rank = model.group().rank();
   const std::string architecture = architecture_name(m.spec.config, m.spec.head);
-  const char* dtype = dtype_name(model.options().dtype);
+  const std::string dtype = dtype_name(model.options().dtype);
   ShardedH5Writer w(dir + "/" + role_name(role) + ".h5", m.comm);
   w.write_family("model", layout, rank, model.current_shards(), model.options().dtype);
   if (m.optimizer) {

@@ -30,4 +30,9 @@ void remove_tree(const std::string& path);
 // fsync(2) on a directory, so that entries created, renamed or removed in it are durable.
 void fsync_directory(const std::string& dir);
 
+// Path text, no file system access: "a/b//" -> "a/b" (but "/" stays "/"); the last component
+// ("a/b/" -> "b"); the directory part ("a/b" -> "a", "b" -> ".", "/b" -> "/").
+std::string strip_trailing_slashes(std::string path);
+std::string base_name(const std::string& path);
+std::string parent_directory(const std::string& path);
 }  // namespace quartet

@@ -90,6 +90,10 @@ struct FoundCheckpoint {
 std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& out, MPI_Comm comm,
                                                       std::vector<std::string>* warnings);
 
+// N of a directory named step_<N> exactly as step_dir writes it (no sign, no leading zeros);
+// nullopt for any other name ("latest", "step_007", "step_x").
+std::optional<int64_t> parse_step_name(const std::string& name);
+
 // The iterations of the step_<N> directories under <out>/checkpoints, complete or not, sorted.
 // Only canonical names count (step_ and decimal digits without leading zeros, as step_dir
 // writes them); latest, *.tmp and anything else are ignored. No checkpoints/ at all: empty.

@@ -37,6 +37,9 @@ bool is_trained(Role role);
 const ModelSectionConfig& model_section(const Config& config, Role role);
 // "float32" | "bfloat16" | "float16" as a dtype; anything else is a quartet::Error.
 torch::ScalarType dtype_from_name(const std::string& name);
+// The reverse, for files and messages: "float32" | "bfloat16" | "float16" (other types by
+// c10's name).
+std::string dtype_name(torch::ScalarType dtype);
 
 // The built-in character tokenizer of random:<family> models without a vocabulary of their
 // own (model.<role>.vocab = 0): printable ASCII (space to '~') after <pad>, <bos>, <eos>.
