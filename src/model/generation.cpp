@@ -5,8 +5,19 @@
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <limits>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+
+#ifdef QUARTET_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "quartet/core/check.hpp"
 
@@ -15,7 +26,7 @@ namespace quartet {
 namespace {
 
 // The next token of every row from logits [B, V], with HF's warpers in HF's order:
-// temperature, then top-k, then top-p.
+// temperature, then top-k, then top-p; then a draw from the remaining distribution.
 torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator& gen) {
   // torch.argmax returns the first maximum, i.e. the lowest id on ties.
   if (p.vocab_limit > 0 && p.vocab_limit < logits.size(-1))
@@ -39,9 +50,126 @@ torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator&
     auto remove = remove_sorted.scatter(-1, order, remove_sorted);
     logits = logits.masked_fill(remove, neg_inf);
   }
+  // The exponential race: argmax_i p_i / E_i with E_i ~ Exp(1) is token i with probability
+  // p_i. Unlike multinomial it needs no host-side bookkeeping, so it can sit in a CUDA graph.
   auto probs = logits.softmax(-1);
-  return at::multinomial(probs, 1, false, gen).squeeze(-1);
+  auto race = torch::empty_like(probs).exponential_(1.0, gen);
+  return probs.div_(race).argmax(-1);
 }
+
+int64_t next_power_of_two(int64_t n) {
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
+// Everything a decoding step reads and writes, allocated once for the whole batch so that a
+// captured graph's addresses stay valid. Rows [0, rows) are the current batch; row r holds
+// the sequence row_of[r] of the caller's batch.
+struct DecodeState {
+  torch::Tensor tok;        // [B] the token each row feeds next
+  torch::Tensor pos;        // [B] its position (real tokens before it)
+  torch::Tensor key_valid;  // [B, L] bool: cache slots the row may attend to
+  torch::Tensor done;       // [B] bool: the row emitted a stop token
+  torch::Tensor lengths;    // [B] tokens generated, the stop token included
+  torch::Tensor hist;       // [B, N] the generated tokens (pad after the stop)
+  torch::Tensor hist_mask;  // [B, N] 1 up to and including the stop token
+  torch::Tensor row_of;     // [B] the caller's row
+  torch::Tensor slot;       // [1] the cache slot of the token fed next (same for every row)
+  torch::Tensor step;       // [1] the column of hist the next token goes to
+  torch::Tensor stop_ids;   // [S]
+  KVCache cache;
+  int64_t rows = 0;
+};
+
+// Sampling and bookkeeping after logits [rows, V]: where(alive, sampled, pad) into hist, the
+// lengths and stops updated, the token fed next set. Device operations only.
+void advance(DecodeState& st, const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen) {
+  const int64_t b = st.rows;
+  auto next = pick(logits, p, gen);
+  auto done = st.done.narrow(0, 0, b);
+  auto alive = done.logical_not();
+  next = torch::where(alive, next, p.pad_id);
+  st.hist.narrow(0, 0, b).index_copy_(1, st.step, next.view({b, 1}));
+  auto alive_long = alive.to(torch::kLong);
+  st.hist_mask.narrow(0, 0, b).index_copy_(1, st.step, alive_long.view({b, 1}));
+  st.lengths.narrow(0, 0, b).add_(alive_long);
+  if (!p.stop_ids.empty())
+    done.logical_or_(alive & (next.view({b, 1}) == st.stop_ids.view({1, -1})).any(1));
+  st.tok.narrow(0, 0, b).copy_(next);
+  st.step.add_(1);
+}
+
+// One decoding step: feed every row's token at the current slot, then advance. This is what a
+// CUDA graph captures.
+void decode_body(Transformer& model, DecodeState& st, int64_t span, const SamplingParams& p, at::Generator& gen,
+                 int64_t host_length) {
+  const int64_t b = st.rows;
+  auto key_valid = st.key_valid.narrow(0, 0, b);
+  // A row always sees the slot it writes (finished rows too, so their softmax stays finite).
+  key_valid.index_fill_(1, st.slot, true);
+  auto logits = model->decode_step(st.tok.narrow(0, 0, b), st.pos.narrow(0, 0, b), st.slot, key_valid, st.cache,
+                                   span, host_length);
+  st.pos.narrow(0, 0, b).add_(1);
+  st.slot.add_(1);
+  advance(st, logits, p, gen);
+}
+
+// The rows' results into the caller's order.
+void flush(const DecodeState& st, torch::Tensor& tokens, torch::Tensor& mask, torch::Tensor& lengths) {
+  auto rows = st.row_of.narrow(0, 0, st.rows);
+  tokens.index_copy_(0, rows, st.hist.narrow(0, 0, st.rows));
+  mask.index_copy_(0, rows, st.hist_mask.narrow(0, 0, st.rows));
+  lengths.index_copy_(0, rows, st.lengths.narrow(0, 0, st.rows));
+}
+
+// The live rows to the front, the batch cut to `rows` (finished rows' results were flushed).
+void compact(DecodeState& st, int64_t rows) {
+  auto order = torch::argsort(st.done.narrow(0, 0, st.rows).to(torch::kInt), /*stable=*/true);
+  auto keep = order.narrow(0, 0, rows);
+  for (torch::Tensor* t : {&st.tok, &st.pos, &st.key_valid, &st.done, &st.lengths, &st.hist, &st.hist_mask,
+                           &st.row_of})
+    t->narrow(0, 0, rows).copy_(t->index_select(0, keep));
+  for (auto* layers : {&st.cache.k, &st.cache.v})
+    for (auto& t : *layers) t.narrow(0, 0, rows).copy_(t.index_select(0, keep));
+  st.rows = rows;
+}
+
+#ifdef QUARTET_WITH_CUDA
+// Decoding steps as CUDA graph replays, one graph per (rows, span), captured on first use
+// after one eager step (which initialises cuBLAS workspaces and the like outside capture).
+class GraphCache {
+ public:
+  // Runs one step; returns true when it was a replay.
+  bool run(Transformer& model, DecodeState& st, int64_t span, const SamplingParams& p, at::Generator& gen,
+           GenerationStats& stats) {
+    const auto key = std::make_pair(st.rows, span);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) {
+      it->second->replay();
+      return true;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    decode_body(model, st, span, p, gen, -1);  // the warm-up is a real step
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    graph->register_generator_state(gen);
+    // Capture records without running, so the state is not advanced by it. Thread-local mode:
+    // the watchdog and NCCL threads may keep querying their events meanwhile.
+    graph->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+    decode_body(model, st, span, p, gen, -1);
+    graph->capture_end();
+    if (graphs_.empty()) pool_ = graph->pool();  // later graphs share the first one's memory pool
+    graphs_.emplace(key, std::move(graph));
+    stats.graphs_captured += 1;
+    stats.capture_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return false;
+  }
+
+ private:
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<at::cuda::CUDAGraph>> graphs_;
+  at::cuda::MempoolId_t pool_{0, 0};
+};
+#endif
 
 }  // namespace
 
@@ -54,19 +182,39 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   QUARTET_CHECK(params.temperature >= 0.0, "generate: temperature must not be negative");
   QUARTET_CHECK(params.top_k >= 0, "generate: top_k must not be negative");
   QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
+  QUARTET_CHECK(params.check_every > 0 && params.span_bucket > 0,
+                "generate: check_every and span_bucket must be positive");
   torch::NoGradGuard no_grad;
 
   const auto dev = prompt.device();
-  const int64_t B = prompt.size(0), T = prompt.size(1), N = params.max_new_tokens;
+  const int64_t B = prompt.size(0), T = prompt.size(1), N = params.max_new_tokens, L = T + N;
   auto tokens = prompt.to(torch::kLong);
   auto mask = prompt_mask.to(dev).to(torch::kLong);
   Generation g;
-  if (N == 0) {
+  if (N == 0 || B == 0) {
     g.tokens = tokens;
     g.attention_mask = mask;
     g.new_lengths = torch::zeros({B}, tokens.options());
     return g;
   }
+
+#ifdef QUARTET_WITH_CUDA
+  // Everything runs on a side stream: graphs cannot be captured on the default stream, and
+  // the eager warm-up of a graph should run on the stream it is captured on.
+  std::optional<c10::cuda::CUDAStreamGuard> on_side;
+  const bool use_graphs = params.cuda_graphs && dev.is_cuda() && !model->decode_needs_host_length(L);
+  if (dev.is_cuda()) {
+    auto caller = c10::cuda::getCurrentCUDAStream(dev.index());
+    auto side = c10::cuda::getStreamFromPool(false, dev.index());
+    at::cuda::CUDAEvent ready;
+    ready.record(caller);
+    ready.block(side);
+    on_side.emplace(side);
+  }
+  GraphCache graphs;
+#else
+  const bool use_graphs = false;
+#endif
 
   // A generator of the prompt's device, seeded here, so that runs repeat without touching
   // the global RNG state.
@@ -76,34 +224,76 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
     gen.set_current_seed(params.seed);
   }
 
-  auto stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids,
-                                tokens.options());
-  std::vector<torch::Tensor> new_tokens, new_mask;
-  auto done = torch::zeros({B}, torch::TensorOptions().dtype(torch::kBool).device(dev));
-  auto lengths = torch::zeros({B}, tokens.options());
+  const auto long_opts = tokens.options();
+  DecodeState st;
+  st.rows = B;
+  st.cache = model->make_cache(B, L);
+  st.tok = torch::zeros({B}, long_opts);
+  st.pos = mask.sum(1);  // positions count real tokens only
+  st.key_valid = torch::zeros({B, L}, long_opts.dtype(torch::kBool));
+  st.key_valid.narrow(1, 0, T).copy_(mask != 0);
+  st.done = torch::zeros({B}, long_opts.dtype(torch::kBool));
+  st.lengths = torch::zeros({B}, long_opts);
+  st.hist = torch::full({B, N}, params.pad_id, long_opts);
+  st.hist_mask = torch::zeros({B, N}, long_opts);
+  st.row_of = torch::arange(B, long_opts);
+  st.slot = torch::full({1}, T, long_opts);
+  st.step = torch::zeros({1}, long_opts);
+  st.stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids, long_opts);
 
-  KVCache cache = model->make_cache(B, T + N);
-  auto full_mask = mask;
-  auto logits = model->next_token_logits(tokens, full_mask, &cache);
-  for (int64_t step = 0; step < N; ++step) {
-    auto next = pick(logits, params, gen);
-    // A finished row emits padding and no longer counts as a token.
-    auto alive = done.logical_not();
-    next = torch::where(alive, next, torch::full_like(next, params.pad_id));
-    new_tokens.push_back(next);
-    new_mask.push_back(alive.to(torch::kLong));
-    lengths = lengths + alive.to(torch::kLong);
-    if (!params.stop_ids.empty()) done = done | (alive & torch::isin(next, stop_ids));
-    if (step + 1 == N) break;
-    // The one host sync per step: stop early once every row has ended.
-    if (!params.stop_ids.empty() && done.all().item<bool>()) break;
-    full_mask = torch::cat({full_mask, new_mask.back().unsqueeze(1)}, 1);
-    logits = model->next_token_logits(next.unsqueeze(1), full_mask, &cache);
+  auto out_tokens = torch::full({B, N}, params.pad_id, long_opts);
+  auto out_mask = torch::zeros({B, N}, long_opts);
+  auto out_lengths = torch::zeros({B}, long_opts);
+
+  // The prompt in one pass (slots [0, T)), then its first token.
+  advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen);
+  GenerationStats& stats = g.stats;
+  const bool stops = !params.stop_ids.empty();
+  for (int64_t k = 1; k < N; ++k) {
+    if (stops && k % params.check_every == 0) {
+      // The only host synchronisation: how many rows are still live.
+      const int64_t live = st.done.narrow(0, 0, st.rows).logical_not().sum().item<int64_t>();
+      if (live == 0) break;
+      const int64_t rows = next_power_of_two(live);
+      if (rows < st.rows) {
+        flush(st, out_tokens, out_mask, out_lengths);
+        compact(st, rows);
+        stats.compactions += 1;
+      }
+    }
+    const int64_t slot = T + k - 1;  // where this step's token goes
+    const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
+    bool replayed = false;
+#ifdef QUARTET_WITH_CUDA
+    if (use_graphs) replayed = graphs.run(model, st, span, params, gen, stats);
+    else
+#endif
+      decode_body(model, st, span, params, gen, slot + 1);
+    (void)use_graphs;
+    stats.steps += 1;
+    stats.graph_replays += replayed;
+    stats.row_steps += st.rows;
   }
+  flush(st, out_tokens, out_mask, out_lengths);
+  st.cache.length = L;
 
-  g.tokens = torch::cat({tokens, torch::stack(new_tokens, 1)}, 1);
-  g.attention_mask = torch::cat({mask, torch::stack(new_mask, 1)}, 1);
-  g.new_lengths = lengths;
+  // Without stop tokens every row ran N steps; with them, the columns after the longest
+  // sequence are padding only and are cut, as if decoding had stopped there.
+  int64_t width = N;
+  if (stops) width = std::max<int64_t>(1, out_lengths.max().item<int64_t>());
+  g.tokens = torch::cat({tokens, out_tokens.narrow(1, 0, width)}, 1);
+  g.attention_mask = torch::cat({mask, out_mask.narrow(1, 0, width)}, 1);
+  g.new_lengths = out_lengths;
+#ifdef QUARTET_WITH_CUDA
+  if (on_side) {
+    // The caller's stream waits for the side stream's work before it uses the results.
+    auto side = c10::cuda::getCurrentCUDAStream(dev.index());
+    on_side.reset();
+    at::cuda::CUDAEvent finished;
+    finished.record(side);
+    finished.block(c10::cuda::getCurrentCUDAStream(dev.index()));
+  }
+#endif
   return g;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -150,6 +151,10 @@ struct Step {
   torch::Tensor sliding_mask;  // the same within the sliding window, for the layers that slide
   KVCache* cache = nullptr;
   int64_t past = 0;         // tokens already in the cache
+  // decode_step only: the cache slot of this step's token (one-element device tensor) and the
+  // number of slots attended to; mask is then [B, 1, 1, span].
+  torch::Tensor slot;
+  int64_t span = 0;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -207,6 +212,7 @@ class AttentionImpl : public torch::nn::Module {
       q = apply_rotary(q, s.cos, s.sin, interleaved);
       k = apply_rotary(k, s.cos, s.sin, interleaved);
     }
+    if (s.slot.defined()) return decode_attention(q, k, v, s, layer);
     if (s.cache) {
       auto& ck = s.cache->k[static_cast<size_t>(layer)];
       auto& cv = s.cache->v[static_cast<size_t>(layer)];
@@ -235,10 +241,41 @@ class AttentionImpl : public torch::nn::Module {
                    : at::scaled_dot_product_attention(q, k, v, mask, 0.0, false,
                                                       1.0 / std::sqrt(static_cast<double>(hd)));
     out = out.transpose(1, 2).reshape({B, T, nh * hd});
-    return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
+    return project_out(out);
   }
 
  private:
+  torch::Tensor project_out(const torch::Tensor& out) { return c_.family == Family::gpt2 ? c_proj_(out) : o_(out); }
+
+  // One new token per row (decode_step): its keys and values go into the cache at s.slot with
+  // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
+  // then attention over the first s.span slots as two batched matmuls per KV head group. No
+  // repeat_kv copy of the cache, which would cost more bandwidth than the attention itself;
+  // HF's eager attention order: q.k^T in the model's dtype, scaled, softmax in float32.
+  torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const Step& s, int64_t layer) {
+    const int64_t B = q.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+    auto ck = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B);
+    auto cv = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B);
+    ck.index_copy_(2, s.slot, k);
+    cv.index_copy_(2, s.slot, v);
+    auto keys = ck.narrow(2, 0, s.span), values = cv.narrow(2, 0, s.span);
+    auto qg = q.reshape({B, nkv, nh / nkv, hd});
+    const auto dtype = q.scalar_type();
+    // GPT-J attends in float32, as in forward().
+    if (c_.family == Family::gptj && dtype != torch::kFloat32) {
+      qg = qg.to(torch::kFloat32);
+      keys = keys.to(torch::kFloat32);
+      values = values.to(torch::kFloat32);
+    }
+    auto scores = torch::matmul(qg, keys.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+    const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
+    scores = scores.to(torch::kFloat32).masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+    auto probs = scores.softmax(-1).to(values.scalar_type());
+    auto out = torch::matmul(probs, values).to(dtype);  // [B, nkv, g, hd]
+    return project_out(out.reshape({B, 1, nh * hd}));
+  }
+
   ModelConfig c_;
   Dense q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, qkv_{nullptr};
   Conv1D c_attn_{nullptr}, c_proj_{nullptr};
@@ -563,6 +600,64 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   }
   if (cache) cache->length = S;
   return impl_->base->norm(x);
+}
+
+bool TransformerImpl::decode_needs_host_length(int64_t max_len) const {
+  return config_.family != Family::gpt2 && config_.rope_scaling.type == "dynamic" && max_len > config_.max_positions;
+}
+
+torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch::Tensor& positions,
+                                           const torch::Tensor& slot, const torch::Tensor& key_valid, KVCache& cache,
+                                           int64_t span, int64_t host_length) {
+  const ModelConfig& c = config_;
+  QUARTET_CHECK(head_ == Head::causal_lm, "decode_step needs the causal_lm head");
+  QUARTET_CHECK(ids.dim() == 1 && positions.sizes() == ids.sizes(), "decode_step: ids and positions must be [batch]");
+  const int64_t B = ids.size(0);
+  QUARTET_CHECK(static_cast<int64_t>(cache.k.size()) == c.num_layers && cache.k[0].size(0) >= B,
+                "decode_step: the KV cache was made for another model or fewer rows");
+  QUARTET_CHECK(span > 0 && span <= cache.max_len, "decode_step: span must be within the cache");
+  QUARTET_CHECK(key_valid.dim() == 2 && key_valid.size(0) == B && key_valid.size(1) >= span &&
+                    key_valid.scalar_type() == torch::kBool,
+                "decode_step: key_valid must be a bool [batch, >= span] tensor");
+  QUARTET_CHECK(slot.numel() == 1 && slot.scalar_type() == torch::kLong, "decode_step: slot must be one int64");
+  const auto dev = ids.device();
+  Step step;
+  step.cache = &cache;
+  step.slot = slot.view({1});
+  step.span = span;
+  step.mask = key_valid.narrow(1, 0, span).view({B, 1, 1, span});
+  const auto& sl = c.sliding_layers;
+  if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
+    auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
+    step.sliding_mask = step.mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
+  }
+  auto pos = positions.view({B, 1});
+  auto x = impl_->base->embed(ids.view({B, 1}));
+  if (c.family == Family::gpt2) {
+    x = x + impl_->base->wpe(pos);
+  } else {
+    torch::Tensor inv;
+    if (decode_needs_host_length(host_length)) {
+      inv = rotary_inv_freq(c, host_length).to(dev);
+    } else {
+      QUARTET_CHECK(!decode_needs_host_length(cache.max_len) || host_length >= 0,
+                    "decode_step: dynamic rotary scaling beyond max_position_embeddings needs the host length");
+      if (!impl_->inv_freq_dev.defined() || impl_->inv_freq_dev.device() != dev)
+        impl_->inv_freq_dev = impl_->inv_freq.to(dev);
+      inv = impl_->inv_freq_dev;
+    }
+    std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    Block block = impl_->base->blocks[static_cast<size_t>(i)];
+    if (impl_->runner) {
+      BlockFn fn = [block, step, i](const torch::Tensor& h) mutable { return block->forward(h, step, i); };
+      x = impl_->runner(i, fn, x);
+    } else {
+      x = block->forward(x, step, i);
+    }
+  }
+  return head_output(impl_->base->norm(x), torch::Tensor()).view({B, -1});
 }
 
 torch::Tensor TransformerImpl::head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask) {

@@ -336,6 +336,86 @@ TEST_P(CausalParity, GreedyGenerationMatchesHF) {
       << g.attention_mask;
 }
 
+// HF's greedy tokens cut at the first stop token (which is kept), padding after it; the
+// lengths; and how many times the decoder must move its live rows to a smaller batch when it
+// checks after every step (the live count drops to a lower power of two).
+struct StoppedReference {
+  torch::Tensor tokens, lengths;
+  int64_t compactions = 0;
+};
+StoppedReference stopped(const torch::Tensor& hf, const std::vector<int64_t>& stops, int64_t pad) {
+  const int64_t B = hf.size(0), N = hf.size(1);
+  StoppedReference r{hf.clone(), torch::full({B}, N, torch::kLong), 0};
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < N; ++t)
+      if (std::count(stops.begin(), stops.end(), hf[b][t].item<int64_t>())) {
+        r.tokens[b].slice(0, t + 1).fill_(pad);
+        r.lengths[b] = t + 1;
+        break;
+      }
+  auto pow2 = [](int64_t n) { int64_t p = 1; while (p < n) p *= 2; return p; };
+  int64_t rows = B;
+  for (int64_t k = 1; k < N; ++k) {
+    const int64_t live = (r.lengths > k).sum().item<int64_t>();  // rows still going before step k
+    if (live == 0) break;
+    if (pow2(live) < rows) { rows = pow2(live); ++r.compactions; }
+  }
+  return r;
+}
+
+// Stop tokens end rows at different steps; checked after every step, finished rows leave the
+// batch (the live ones move to the front of a smaller one) and their results must still come
+// back in the caller's order, equal to HF's tokens up to the stop.
+TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
+  auto model = ref_->load();
+  const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
+  const auto hf = ref_->get("gen_tokens");
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  // Stop on a later token of row 0 and of row 1, none of them any row's first token (which
+  // would end every row at once): rows end early, at different steps.
+  std::set<int64_t> firsts;
+  for (int64_t b = 0; b < B; ++b) firsts.insert(hf[b][0].item<int64_t>());
+  std::vector<int64_t> stops;
+  // (Tiny random models often repeat a few ids; then any later token of the row will do.)
+  for (int64_t row : {int64_t{0}, std::min<int64_t>(1, B - 1)}) {
+    int64_t pick = hf[row][std::min<int64_t>(row + 1, hf.size(1) - 1)].item<int64_t>();
+    for (int64_t t = row + 1; t < hf.size(1); ++t)
+      if (!firsts.count(hf[row][t].item<int64_t>())) {
+        pick = hf[row][t].item<int64_t>();
+        break;
+      }
+    stops.push_back(pick);
+  }
+  quartet::SamplingParams p;
+  p.temperature = 0.0;
+  p.max_new_tokens = kNewTokens;
+  p.pad_id = model->config().pad_token_id.value_or(0);
+  p.stop_ids = stops;
+  const auto want = stopped(hf, stops, p.pad_id);
+  const int64_t width = want.lengths.max().item<int64_t>();
+  std::string lengths;
+  for (int64_t b = 0; b < B; ++b) lengths += (b ? " " : "") + std::to_string(want.lengths[b].item<int64_t>());
+  std::printf("[stops] %-30s lengths %s of %lld, batch shrinks %lld times\n", ref_->name.c_str(), lengths.c_str(),
+              (long long)kNewTokens, (long long)want.compactions);
+  for (int64_t every : {int64_t{1}, int64_t{3}, int64_t{1000}}) {
+    p.check_every = every;
+    quartet::Generation g = quartet::generate(model, prompt, prompt_mask, p);
+    ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{B, T + width})) << "check_every " << every;
+    EXPECT_TRUE(torch::equal(g.tokens.slice(1, T), want.tokens.slice(1, 0, width)))
+        << "check_every " << every << "\nquartet:\n" << g.tokens.slice(1, T) << "\nHF, cut at the stops:\n"
+        << want.tokens.slice(1, 0, width);
+    EXPECT_TRUE(torch::equal(g.new_lengths, want.lengths)) << g.new_lengths << " vs " << want.lengths;
+    const auto real = torch::arange(width).unsqueeze(0) < want.lengths.unsqueeze(1);
+    EXPECT_TRUE(torch::equal(g.attention_mask.slice(1, T), real.to(torch::kLong))) << g.attention_mask;
+    if (every == 1) {
+      EXPECT_EQ(g.stats.compactions, want.compactions);
+    }
+    if (every == 1000) {
+      EXPECT_EQ(g.stats.compactions, 0);
+    }
+  }
+}
+
 TEST_P(CausalParity, KVCacheStepsMatchFullForward) {
   auto model = ref_->load();
   const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
@@ -464,6 +544,68 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuBf16,
                                                                          : std::vector<std::string>{}),
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuBf16);
+
+// On a GPU: the decoding step as a CUDA graph gives the same greedy tokens as the same step
+// run eagerly, in bf16 (where any change in the order of operations would show as a changed
+// token sooner or later) and in fp32 (where both must also equal HF's), with and without stop
+// tokens and a shrinking batch; and sampling with graphs repeats for a seed.
+class GpuGraphs : public Parity {};
+
+TEST_P(GpuGraphs, GreedyWithGraphsEqualsWithout) {
+  if (ref_->head != Head::causal_lm) GTEST_SKIP() << "not a causal LM";
+  const torch::Device cuda(torch::kCUDA, 0);
+  const auto prompt = ref_->get("gen_prompt").to(cuda), prompt_mask = ref_->get("gen_prompt_mask").to(cuda);
+  const auto hf = ref_->get("gen_tokens");
+  const int64_t T = prompt.size(1);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
+    model->eval();
+    quartet::SamplingParams p;
+    p.temperature = 0.0;
+    p.max_new_tokens = 24;  // past HF's 8, so that the graphs replay many times
+    p.span_bucket = 8;      // several spans: one graph each
+    p.pad_id = model->config().pad_token_id.value_or(0);
+    for (bool with_stops : {false, true}) {
+      p.stop_ids.clear();
+      if (with_stops) p.stop_ids = {hf[0][1].item<int64_t>(), hf[hf.size(0) - 1][2].item<int64_t>()};
+      p.check_every = 2;
+      p.cuda_graphs = false;
+      auto eager = quartet::generate(model, prompt, prompt_mask, p);
+      p.cuda_graphs = true;
+      auto graphed = quartet::generate(model, prompt, prompt_mask, p);
+      const std::string what = std::string(dtype == torch::kFloat32 ? "fp32" : "bf16") +
+                               (with_stops ? " with stops" : " without stops");
+      EXPECT_EQ(eager.stats.graph_replays, 0) << what;
+      EXPECT_GT(graphed.stats.graph_replays, 0) << what;
+      EXPECT_GE(graphed.stats.graphs_captured, 2) << what;
+      EXPECT_TRUE(torch::equal(graphed.tokens, eager.tokens))
+          << what << "\ngraphs:\n" << graphed.tokens.slice(1, T) << "\neager:\n" << eager.tokens.slice(1, T);
+      EXPECT_TRUE(torch::equal(graphed.attention_mask, eager.attention_mask)) << what;
+      EXPECT_TRUE(torch::equal(graphed.new_lengths, eager.new_lengths)) << what;
+      if (dtype == torch::kFloat32 && !with_stops) {
+        auto first = graphed.tokens.slice(1, T, T + kNewTokens).to(torch::kCPU);
+        EXPECT_TRUE(torch::equal(first, hf)) << "fp32 graphs vs HF:\n" << first << "\n" << hf;
+      }
+    }
+    // Sampling inside the graph: the same seed gives the same tokens.
+    p.temperature = 0.9;
+    p.top_k = 20;
+    p.top_p = 0.9;
+    p.stop_ids.clear();
+    auto a = quartet::generate(model, prompt, prompt_mask, p);
+    auto b = quartet::generate(model, prompt, prompt_mask, p);
+    EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "sampling with graphs does not repeat for a seed";
+    p.seed += 1;
+    auto c = quartet::generate(model, prompt, prompt_mask, p);
+    EXPECT_FALSE(torch::equal(a.tokens, c.tokens)) << "another seed sampled the same tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuGraphs,
+                         ::testing::ValuesIn(torch::cuda::is_available() ? causal_names()
+                                                                         : std::vector<std::string>{}),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuGraphs);
 
 // ------------------------------------------------------------------------------------------
 // Whole-set checks.

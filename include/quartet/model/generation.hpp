@@ -1,6 +1,15 @@
 #pragma once
-// Sampling from a causal LM with a KV cache: the prompt in one forward pass, then one token per
-// step for every sequence of the batch until max_new_tokens or a stop token.
+// Sampling from a causal LM with a preallocated KV cache: the prompt in one forward pass, then
+// one token per step for every live sequence until max_new_tokens or a stop token.
+//
+// Every decoding step has static shapes (Transformer::decode_step): the step's slot, positions,
+// attention mask and sampled tokens live in device tensors updated in place, so on a GPU the
+// step (forward, sampling, bookkeeping) is captured once as a CUDA graph and replayed. The
+// host reads nothing back per token; only every check_every steps it asks how many sequences
+// are still live, stops when none is, and moves the live ones to the front of a smaller batch
+// (a power-of-two bucket, each with its own graph) once at least half have finished. Graphs
+// are also kept per attention span (a multiple of span_bucket slots), so early steps do not
+// read the whole cache. On the CPU the same step runs eagerly.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -21,19 +30,39 @@ struct SamplingParams {
   // vocabulary is larger than its tokenizer's (a random model of a real size, or an embedding
   // padded to a multiple of 64) never emits an id the tokenizer cannot decode.
   int64_t vocab_limit = 0;
+  // Execution only (the tokens do not depend on these, except through floating-point
+  // rounding): capture the decoding step as a CUDA graph on CUDA devices; steps between
+  // host checks (stop, shrink the batch); the attention span's granularity in slots.
+  bool cuda_graphs = true;
+  int64_t check_every = 8;
+  int64_t span_bucket = 64;
+};
+
+// What the decoder did, for benchmarks and tests.
+struct GenerationStats {
+  int64_t steps = 0;             // decoding steps run (the prompt's forward pass not counted)
+  int64_t graph_replays = 0;     // steps run as a CUDA graph replay
+  int64_t graphs_captured = 0;
+  int64_t compactions = 0;       // times the live sequences moved to a smaller batch
+  int64_t row_steps = 0;         // sum over steps of the batch rows computed
+  double capture_seconds = 0;    // host time spent capturing (and warming up) graphs
 };
 
 struct Generation {
   torch::Tensor tokens;          // [B, T + N]: the left-padded prompt, then the new tokens
   torch::Tensor attention_mask;  // [B, T + N]: 1 for prompt and generated tokens up to the stop
   torch::Tensor new_lengths;     // [B]: generated tokens per sequence, the stop token included
+  GenerationStats stats;
 };
 
 // Token lists as one left-padded batch: ids [B, T] (pad_id in the padding) and mask [B, T]
 // (1 for tokens), T the longest list (at least 1).
 std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id);
 
-// prompt [B, T] left-padded, prompt_mask [B, T]. Deterministic for a given seed and device.
+// prompt [B, T] left-padded, prompt_mask [B, T]. Deterministic for a given seed and device
+// (and, on CUDA, for the same cuda_graphs setting: a graph draws its random numbers from
+// another offset of the generator's stream). Sampling draws one exponential variate per
+// vocabulary entry and takes argmax(p / E), which picks each token with probability p.
 Generation generate(Transformer& model, const torch::Tensor& prompt,
                     const torch::Tensor& prompt_mask, const SamplingParams& params);
 

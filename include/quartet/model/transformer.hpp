@@ -54,6 +54,18 @@ class TransformerImpl : public torch::nn::Module {
   // causal_lm only: logits [B, V] of the last position, without the [B, T, V] of the others.
   torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                   KVCache* cache = nullptr);
+  // causal_lm only: one decoding step with static shapes, the form a CUDA graph can capture
+  // (generation.cpp). Row r (of the first B rows of `cache`) feeds token ids[r] at position
+  // positions[r] into cache slot `slot` (a one-element int64 tensor on the device, the same
+  // slot for every row) and attends to the slots s < span where key_valid[r, s] is true (the
+  // caller marks `slot` itself before the step). Returns logits [B, V]. Nothing is read back
+  // to the host. host_length is the sequence length so far when the caller knows it on the
+  // host (needed only by dynamic rotary scaling past max_position_embeddings), else -1.
+  torch::Tensor decode_step(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& slot,
+                            const torch::Tensor& key_valid, KVCache& cache, int64_t span, int64_t host_length = -1);
+  // True when decode_step's rotary tables depend on the host-side length (dynamic scaling
+  // beyond max_position_embeddings within max_len tokens): such a step cannot be captured.
+  bool decode_needs_host_length(int64_t max_len) const;
   // Recompute each block's activations in backward instead of keeping them (saves memory).
   void set_activation_checkpointing(bool on);
 
