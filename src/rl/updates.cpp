@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "quartet/core/check.hpp"
@@ -19,9 +20,18 @@ int64_t steps_per_iteration(const Config& config, int64_t rows) {
 
 namespace {
 
+// Sums over the micro-batches, kept on the device and read back once at the end of the
+// phase: a read-back per micro-batch would stall the host until the device caught up, and the
+// device would then idle while the host queues the next work.
 struct Totals {
-  double loss = 0, clip = 0, approx_kl = 0, entropy = 0, kl = 0, norm = 0;
+  torch::Tensor loss, clip, approx_kl, entropy, kl;  // undefined until first added
+  std::vector<torch::Tensor> norms;                  // per optimizer step
   int micro = 0;
+  static void add(torch::Tensor& sum, const torch::Tensor& x) {
+    auto v = x.detach().to(torch::kFloat64);
+    sum = sum.defined() ? sum + v : v;
+  }
+  static double value(const torch::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; }
 };
 
 // The shared loop. loss_of(rows) returns the micro-batch's loss (with grad) and adds its
@@ -50,18 +60,29 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
       }
       s.lr = learning_rate(static_cast<int>(*step), static_cast<int>(total), config.train.warmup, base_lr,
                            config.train.schedule, config.train.min_lr_ratio);
-      t.norm += rm.optimizer->step(s.lr);
+      t.norms.push_back(rm.optimizer->step_async(s.lr));
       ++*step;
       ++s.steps;
     }
   }
+  // The phase's one read-back. A non-finite norm skipped its step (the fused kernel leaves
+  // the weights alone); the run stops here, naming it.
+  if (!t.norms.empty()) {
+    auto norms = torch::stack(t.norms).to(torch::kCPU, torch::kFloat64);
+    const auto* v = norms.data_ptr<double>();
+    for (int64_t i = 0; i < norms.numel(); ++i)
+      QUARTET_CHECK(std::isfinite(v[i]), "the gradient norm of '" + model.group().group_name() + "' is " +
+                                             std::to_string(v[i]) + " at optimizer step " +
+                                             std::to_string(*step - norms.numel() + i + 1) +
+                                             ": the loss diverged (that step was skipped)");
+    s.grad_norm = norms.sum().item<double>() / std::max(1, s.steps);
+  }
   const double n = std::max(1, t.micro);
-  s.loss = t.loss / n;
-  s.clip_fraction = t.clip / n;
-  s.approx_kl = t.approx_kl / n;
-  s.entropy = t.entropy / n;
-  s.kl_loss = t.kl / n;
-  s.grad_norm = t.norm / std::max(1, s.steps);
+  s.loss = Totals::value(t.loss) / n;
+  s.clip_fraction = Totals::value(t.clip) / n;
+  s.approx_kl = Totals::value(t.approx_kl) / n;
+  s.entropy = Totals::value(t.entropy) / n;
+  s.kl_loss = Totals::value(t.kl) / n;
   return s;
 }
 
@@ -92,16 +113,16 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                        if (al.entropy_coef > 0) {
                          auto ent = masked_mean(entropy, mask);
                          loss = loss - al.entropy_coef * ent;
-                         t.entropy += ent.item<double>();
+                         Totals::add(t.entropy, ent);
                        }
                        if (grpo && al.kl_coef > 0) {
                          auto kl = kl_loss(logp, tg.ref_logp.to(dev).index_select(0, i), mask);
                          loss = loss + al.kl_coef * kl;
-                         t.kl += kl.item<double>();
+                         Totals::add(t.kl, kl);
                        }
-                       t.loss += pl.loss.item<double>();
-                       t.clip += pl.clip_fraction.item<double>();
-                       t.approx_kl += pl.approx_kl.item<double>();
+                       Totals::add(t.loss, pl.loss);
+                       Totals::add(t.clip, pl.clip_fraction);
+                       Totals::add(t.approx_kl, pl.approx_kl);
                        ++t.micro;
                        return loss;
                      });
@@ -120,8 +141,8 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                        auto values = action_values(*critic.model, b);
                        auto vl = ppo_value_loss(values, old_values.to(dev).index_select(0, i),
                                                 returns.to(dev).index_select(0, i), mask, config.algorithm.value_clip);
-                       t.loss += vl.loss.item<double>();
-                       t.clip += vl.clip_fraction.item<double>();
+                       Totals::add(t.loss, vl.loss);
+                       Totals::add(t.clip, vl.clip_fraction);
                        ++t.micro;
                        return vl.loss;
                      });

@@ -1,5 +1,7 @@
 #include "quartet/shard/sharded_adamw.hpp"
 
+#include <optional>
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -53,43 +55,56 @@ ShardedAdamW::ShardedAdamW(ShardedModel& model, const AdamWOptions& options) : m
 }
 
 double ShardedAdamW::step(double lr) {
+  const double norm = step_async(lr).item<double>();
+  QUARTET_CHECK(std::isfinite(norm), "ShardedAdamW: the gradient norm is " + std::to_string(norm) +
+                                         " on group '" + model_.group().group_name() + "' (step " +
+                                         std::to_string(steps_) + "): the loss diverged");
+  return norm;
+}
+
+torch::Tensor ShardedAdamW::step_async(double lr) {
   torch::NoGradGuard no_grad;
   auto& grads = model_.grad_shards();
   auto& shards = model_.param_shards();
 
   // Global norm: every element of the model sits in exactly one rank's shard.
-  auto sq = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(model_.device()));
-  for (const auto& g : grads) sq += g.pow(2).sum();
+  auto sq = torch::stack(at::_foreach_norm(grads, 2)).pow(2).sum().view({1});
   model_.group().all_reduce(sq, ReduceOp::sum);
-  const double norm = std::sqrt(sq.item<double>());
-  QUARTET_CHECK(std::isfinite(norm), "ShardedAdamW: the gradient norm is " + std::to_string(norm) +
-                                         " on group '" + model_.group().group_name() + "' (step " +
-                                         std::to_string(steps_ + 1) + "): the loss diverged");
-  double clip = 1.0;
-  if (options_.max_grad_norm > 0) clip = std::min(1.0, options_.max_grad_norm / (norm + 1e-6));
+  auto norm = sq.sqrt().squeeze(0);  // 0-d (view({}) would pick the dtype overload)
+  // Clipping as the fused kernel's grad_scale, which divides: max(1, norm / max_norm).
+  std::optional<torch::Tensor> grad_scale, found_inf;
+  const auto state_device = master_.front().device();
+  if (options_.max_grad_norm > 0)
+    grad_scale = ((norm + 1e-6) / options_.max_grad_norm).clamp_min(1.0).to(state_device);
+  found_inf = norm.isfinite().logical_not().to(torch::kFloat32).to(state_device);
 
   ++steps_;
-  const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bc1 = 1 - std::pow(b1, static_cast<double>(steps_));
-  const double bc2 = 1 - std::pow(b2, static_cast<double>(steps_));
-  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+  // Decoupled weight decay first (AdamW's order), on the decayed ranges only; then one fused
+  // kernel per device for every unit: moments, bias correction, update and the clipping
+  // factor (as its grad_scale, which divides) in a single pass over the shards, instead of
+  // the dozen elementwise kernels and temporaries of the unfused update.
+  if (options_.weight_decay != 0)
+    for (size_t u = 0; u < grads.size(); ++u)
+      for (const auto& [begin, count] : decay_[u]) master_[u].narrow(0, begin, count).mul_(1 - lr * options_.weight_decay);
+  std::vector<torch::Tensor> g_list;
   for (size_t u = 0; u < grads.size(); ++u) {
-    torch::Tensor g = grads[u];
-    if (!grad_host_.empty()) {
-      grad_host_[u].copy_(g);  // device -> pinned host; the CPU does the step
-      g = grad_host_[u];
+    if (grad_host_.empty()) {
+      g_list.push_back(grads[u]);
+    } else {
+      grad_host_[u].copy_(grads[u]);  // device -> pinned host; the CPU does the step
+      g_list.push_back(grad_host_[u]);
     }
-    if (clip != 1.0) g = g * clip;
-    auto& p = master_[u];
-    if (options_.weight_decay != 0)
-      for (const auto& [begin, count] : decay_[u]) p.narrow(0, begin, count).mul_(1 - lr * options_.weight_decay);
-    exp_avg_[u].mul_(b1).add_(g, 1 - b1);
-    exp_avg_sq_[u].mul_(b2).addcmul_(g, g, 1 - b2);
-    auto denom = (exp_avg_sq_[u].sqrt() / bc2_sqrt).add_(options_.eps);
-    p.addcdiv_(exp_avg_[u], denom, -step_size);
-    // Blocking when p is in host memory: the next CPU step must not overwrite it mid-copy.
-    if (own_master_) shards[u].copy_(p);
   }
+  // The kernel reads the step count (for the bias corrections) from a tensor per unit; they
+  // all share one.
+  if (!step_count_.defined()) step_count_ = torch::zeros({}, master_.front().options().dtype(torch::kFloat32));
+  step_count_.fill_(static_cast<double>(steps_));
+  const std::vector<torch::Tensor> step_counts(master_.size(), step_count_);
+  at::_fused_adamw_(master_, g_list, exp_avg_, exp_avg_sq_, {}, step_counts, lr, options_.beta1, options_.beta2,
+                    /*weight_decay=*/0.0, options_.eps, /*amsgrad=*/false, /*maximize=*/false, grad_scale, found_inf);
+  // Blocking when the master is in host memory: the next CPU step must not overwrite it mid-copy.
+  if (own_master_)
+    for (size_t u = 0; u < shards.size(); ++u) shards[u].copy_(master_[u]);
   return norm;
 }
 

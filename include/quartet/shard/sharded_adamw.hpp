@@ -32,6 +32,11 @@ class ShardedAdamW {
   // One update with learning rate `lr` from the accumulated gradient shards. Returns the
   // global gradient norm before clipping. Collective over the model's group.
   double step(double lr);
+  // The same step without waiting for the device: returns the gradient norm as a 0-d float32
+  // tensor on the device. Clipping is computed there too, and a non-finite norm makes the
+  // fused kernel skip the update (the weights stay as they were); the caller must read the
+  // norm back at some point and stop the run if it is not finite (step() does).
+  torch::Tensor step_async(double lr);
   double step() { return step(options_.lr); }
   int64_t steps() const { return steps_; }
 
@@ -66,6 +71,7 @@ class ShardedAdamW {
   int64_t steps_ = 0;
   bool own_master_;                   // false: the float32 parameter shards are the masters
   std::vector<torch::Tensor> master_, exp_avg_, exp_avg_sq_, grad_host_;
+  torch::Tensor step_count_;  // the step as the fused kernel reads it (0-d, with the master)
   // Per unit, the [begin, count) ranges of this rank's shard that get weight decay.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> decay_;
 };
