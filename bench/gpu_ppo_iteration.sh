@@ -2,8 +2,9 @@
 # The reference PPO iteration of the performance issue, run by `quartet train` as it is today:
 # four 886M Llama-shaped models (hidden 2048, 16 layers, 16 heads, 8 KV heads, FFN 5632,
 # vocabulary 32000), bf16, 64 prompts of 128 tokens, 128 new tokens, minibatch 8, one epoch;
-# on 1 H200 (colocated, one rank) and on 2 (colocated over both). Prints the phase times of the
+# on 1 H200 (colocated, one rank) and on 2 (colocated over both, and disjoint). Prints the phase times of the
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
+# PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
@@ -28,13 +29,25 @@ COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
 gpus=$(nvidia-smi -L | wc -l)
-for n in 1 2; do
-  [ "$n" -le "$gpus" ] || { echo "== $n H200: this machine has $gpus GPU(s), skipped"; continue; }
-  echo "== colocated on $n H200: per-rank batch $((64 / n)) prompts (64 in all)"
-  timeout 500 mpirun --oversubscribe --bind-to none -np $n build-gpu/quartet train inputs/demo.deck "${COMMON[@]}" \
-    --set placement.actor=$n --set placement.critic=$n --set placement.reference=$n --set placement.reward=$n \
-    --set rollout.batch=$((64 / n)) --set run.out=runs/ppo886m-$n > "$OUT/ppo_$n.log" 2>&1
+# PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir).
+PROF=(); [ -n "${PROFILE:-}" ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
+run() {  # name ranks args...
+  local name=$1 np=$2; shift 2
+  echo "== $name"
+  timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
+    "${COMMON[@]}" "$@" --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
   echo "exit $?"
-  grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$n.log" | tail -10
-  t "colocated $n"
+  grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$name.log" | tail -10
+  t "$name"
+}
+for n in ${PPO_GPUS:-1 2}; do
+  [ "$n" -le "$gpus" ] || { echo "== $n H200: this machine has $gpus GPU(s), skipped"; continue; }
+  # Colocated: every model sharded over all n GPUs, 64/n prompts per rank (64 in all).
+  run colocated-$n "$n" --set placement.mode=colocated --set placement.actor=$n --set placement.critic=$n \
+    --set placement.reference=$n --set placement.reward=$n --set rollout.batch=$((64 / n))
+  if [ "$n" = 2 ]; then
+    # Disjoint: one rank per model, actor and reference on GPU 0, critic and reward on GPU 1.
+    run disjoint-2 4 --set placement.mode=disjoint --set placement.actor=1 --set placement.critic=1 \
+      --set placement.reference=1 --set placement.reward=1 --set rollout.batch=64
+  fi
 done

@@ -11,6 +11,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/profile.hpp"
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/dist/exchange.hpp"
@@ -101,6 +102,9 @@ class Trainer {
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
+  // QUARTET_PROFILE_ITERATION (core/profile.hpp): the iteration whose phases are profiled.
+  int profile_iteration_ = profile_iteration_from_env();
+  KernelProfile profile_;
   void report_memory();
 
   // Stopping (core/signals.hpp). Collective over the world, at a safe point: true when any
@@ -165,7 +169,18 @@ double Trainer::end_phase(Phase phase, double start) {
                                                       static_cast<double>(1ull << 30));
     reset_peak_memory(rt_.device);
   }
-  return seconds() - start;
+  const double elapsed = seconds() - start;
+  if (profile_.running()) {
+    static const char* names[] = {"generate", "score", "advantages", "train"};
+    const std::string dir = cfg_.run.out + "/profile";
+    make_directories(dir);
+    const std::string tag = names[phase] + std::string(" (rank ") + std::to_string(rt_.world.rank()) + ")";
+    const std::string text = profile_.stop(tag, dir + "/" + names[phase] + "_rank" + std::to_string(rt_.world.rank()) + ".json");
+    std::printf("%s", text.c_str());
+    std::fflush(stdout);
+    if (phase != kTrain) profile_.start();
+  }
+  return elapsed;
 }
 
 // Every rank's measured peak per phase against its plan, printed by rank 0.
@@ -394,6 +409,10 @@ int Trainer::run() {
   for (int it = first_iteration; it < iterations; ++it) {
     std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
     if (rt_.device.is_cuda()) reset_peak_memory(rt_.device);
+    if (it + 1 == profile_iteration_) {
+      synchronize_device(rt_.device);
+      profile_.start();
+    }
     double t = seconds();
     // ---- generate (and, disjoint, hand each chunk to the scoring groups) ----
     RolloutBatch batch;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The performance issue's measurements in one device call, from the repo root with .gpu
+# carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
+# Builds, runs the GPU generation tests (CUDA graphs against eager, and HF), the generation
+# benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
+# colocated and disjoint where present) and the training benchmark.
+set -uo pipefail
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
+S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
+source .gpu/env.sh > "$OUT/env.log" 2>&1
+nvidia-smi -L | tee -a "$OUT/env.log"
+{ cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
+  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model; } > "$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+t built
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  (cd build-gpu && ctest --output-on-failure --timeout 300 -R "parity_models_reference|model_np1") > "$OUT/ctest.log" 2>&1
+  tail -4 "$OUT/ctest.log"
+  grep -cE "OK \] Models/GpuGraphs" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/GPU graph-vs-eager generation tests passed: /"
+  grep -E "FAILED|Failure" build-gpu/Testing/Temporary/LastTest.log | head -20
+  t tests
+fi
+export OMP_NUM_THREADS=4
+build-gpu/bench/generate_bench --config inputs/models/llama-886m/config.json > "$OUT/generate_bench.log" 2>&1
+echo "generate_bench exit $?"; cat "$OUT/generate_bench.log"
+t generate_bench
+PROFILE=${PROFILE:-3} bash bench/gpu_ppo_iteration.sh
+grep -E "^profile|^  \|" "$OUT/ppo_colocated-1.log" | head -120 > "$OUT/profile_colocated-1.txt"
+head -60 "$OUT/profile_colocated-1.txt"
+if [ "${SKIP_TRAIN_BENCH:-0}" != 1 ]; then
+  gpus=$(nvidia-smi -L | wc -l)
+  mpirun --oversubscribe --bind-to none -np "$gpus" build-gpu/bench/train_bench --micro-batch 8 --seq 512 --accum 2 \
+    --steps 6 --warmup 2 > "$OUT/train_bench.log" 2>&1
+  echo "train_bench exit $?"; tail -12 "$OUT/train_bench.log"
+  t train_bench
+fi
