@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The performance issue's measurements in one device call, from the repo root with .gpu
 # carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
+# SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls.
 # Builds, runs the GPU generation tests (CUDA graphs against eager, and HF), the generation
 # benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
 # colocated and disjoint where present) and the training benchmark.
@@ -21,12 +22,16 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t tests
 fi
 export OMP_NUM_THREADS=4
-build-gpu/bench/generate_bench --config inputs/models/llama-886m/config.json > "$OUT/generate_bench.log" 2>&1
-echo "generate_bench exit $?"; cat "$OUT/generate_bench.log"
-t generate_bench
+if [ "${SKIP_GEN:-0}" != 1 ]; then
+  build-gpu/bench/generate_bench --config inputs/models/llama-886m/config.json > "$OUT/generate_bench.log" 2>&1
+  echo "generate_bench exit $?"; cat "$OUT/generate_bench.log"
+  t generate_bench
+fi
 PROFILE=${PROFILE:-3} bash bench/gpu_ppo_iteration.sh
-grep -E "^profile|^  \|" "$OUT/ppo_colocated-1.log" | head -120 > "$OUT/profile_colocated-1.txt"
-head -60 "$OUT/profile_colocated-1.txt"
+for f in "$OUT"/ppo_*.log; do
+  grep -E "^profile|^  \|" "$f" > "${f%.log}.profile.txt"
+  head -70 "${f%.log}.profile.txt"
+done
 if [ "${SKIP_TRAIN_BENCH:-0}" != 1 ]; then
   gpus=$(nvidia-smi -L | wc -l)
   mpirun --oversubscribe --bind-to none -np "$gpus" build-gpu/bench/train_bench --micro-batch 8 --seq 512 --accum 2 \
