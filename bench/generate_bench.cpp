@@ -2,7 +2,8 @@
 // GPU, a batch of prompts, N new tokens, through quartet::generate (the code `quartet train`
 // runs), with and without CUDA graphs.
 //   build/bench/generate_bench [--config inputs/models/llama-886m/config.json] [--batch 64]
-//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16]
+//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1]
+// --profile 1 adds a kernel profile of one greedy generation with graphs and one without.
 // Roofline: every decoding step must read every weight once and the keys and values of every
 // live row's cached tokens once; at 4.3 TB/s (one H200, measured) that is the floor of the
 // step's time. "roofline" is that floor summed over the steps the decoder ran (rows it really
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
@@ -32,6 +34,7 @@ struct Args {
   std::string config = "inputs/models/llama-886m/config.json";
   int64_t batch = 64, prompt = 128, new_tokens = 128, reps = 3;
   std::string dtype = "bf16";
+  bool profile = false;
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     else if (k == "--new") a.new_tokens = std::stoll(v);
     else if (k == "--reps") a.reps = std::stoll(v);
     else if (k == "--dtype") a.dtype = v;
+    else if (k == "--profile") a.profile = v == "1";
     else {
       std::fprintf(stderr, "generate_bench: unknown option %s\n", k.c_str());
       return 2;
@@ -151,5 +155,16 @@ int main(int argc, char** argv) {
   std::printf("\nweights %.2f GB/step, KV cache %.1f KB per token; peak device memory %.2f GiB\n",
               weight_bytes / 1e9, kv_token_bytes / 1e3, device_memory(dev).peak_allocated / double(1 << 30));
   std::printf("greedy tokens with CUDA graphs equal those without: %s\n", equal ? "yes" : "NO");
+  if (a.profile) {
+    for (bool graphs : {true, false}) {
+      SamplingParams q = rows[graphs ? 1 : 0].params;
+      KernelProfile prof;
+      synchronize_device(dev);
+      prof.start();
+      generate(model, ids, mask, q);
+      synchronize_device(dev);
+      std::printf("\n%s", prof.stop(graphs ? "greedy generation, CUDA graphs" : "greedy generation, eager", "", 25).c_str());
+    }
+  }
   return equal ? 0 : 1;
 }

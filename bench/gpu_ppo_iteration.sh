@@ -23,7 +23,7 @@ for i in range(512):
     print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
 PY
 COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --set checkpoint.at_end=false
-        --set placement.mode=colocated --set rollout.prompts=runs/prompts128.jsonl
+        --set rollout.prompts=runs/prompts128.jsonl
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
         --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
         --set output.rollouts_every=0)

@@ -31,6 +31,7 @@ const po::options_description& deck_schema() {
       ("placement.critic", po::value<int>()->default_value(-1), "ranks for the critic (value model); 0 = no critic")
       ("placement.reference", po::value<int>()->default_value(-1), "ranks for the frozen reference policy; 0 = none")
       ("placement.reward", po::value<int>()->default_value(-1), "ranks for the reward model; 0 = none (rule reward)")
+      ("placement.park", po::value<std::string>()->default_value(pl.park), "colocated: move idle models' parameter and gradient shards to host memory: auto (only when the plan needs it) | always | never")
       ("dist.backend", po::value<std::string>()->default_value(dist.backend), "collectives inside a group: auto (nccl on GPUs, else mpi) | nccl | mpi")
       ("dist.device", po::value<std::string>()->default_value(dist.device), "auto (a GPU when there is one) | cuda | cpu")
       ("dist.watchdog_timeout", po::value<double>()->default_value(dist.watchdog_timeout), "seconds a collective or exchange may stall before the job is aborted (> 0)")
@@ -209,6 +210,8 @@ Config load_config(const Deck& deck) {
 
   c.placement.mode = deck.get<std::string>("placement.mode");
   require_one_of(deck, "placement.mode", c.placement.mode, {"disjoint", "colocated"});
+  c.placement.park = deck.get<std::string>("placement.park");
+  require_one_of(deck, "placement.park", c.placement.park, {"auto", "always", "never"});
   c.placement.actor = deck.get<int>("placement.actor");
   c.placement.critic = deck.get<int>("placement.critic");
   c.placement.reference = deck.get<int>("placement.reference");

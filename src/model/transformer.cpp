@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -105,9 +106,10 @@ class NormImpl : public torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     if (!rms_) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps_);
-    auto h = x.to(torch::kFloat32);
-    h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps_);
-    return weight * h.to(x.scalar_type());
+    // One fused kernel on CUDA (float32 statistics, as HF's LlamaRMSNorm), instead of the
+    // six of the written-out form; HF also rounds to the input dtype before the weight, this
+    // rounds once, at the end.
+    return at::rms_norm(x, {x.size(-1)}, weight, eps_);
   }
   torch::Tensor weight, bias;
 
@@ -144,6 +146,16 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
 }
 
+// Which decode attention runs (benchmark switch, QUARTET_DECODE_ATTENTION=matmul|sdpa): the
+// fused SDPA kernel or batched matmuls; both read the cache once.
+bool decode_attention_by_matmul() {
+  static const bool matmul = [] {
+    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
+    return v && std::string(v) == "matmul";
+  }();
+  return matmul;
+}
+
 // What every block of one forward pass shares.
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
@@ -155,6 +167,7 @@ struct Step {
   // number of slots attended to; mask is then [B, 1, 1, span].
   torch::Tensor slot;
   int64_t span = 0;
+  torch::Tensor bias, sliding_bias;  // the masks as additive float32 biases [B, 1, 1, span]
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -249,9 +262,8 @@ class AttentionImpl : public torch::nn::Module {
 
   // One new token per row (decode_step): its keys and values go into the cache at s.slot with
   // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
-  // then attention over the first s.span slots as two batched matmuls per KV head group. No
-  // repeat_kv copy of the cache, which would cost more bandwidth than the attention itself;
-  // HF's eager attention order: q.k^T in the model's dtype, scaled, softmax in float32.
+  // then attention over the first s.span slots. No repeat_kv copy of the cache, which would
+  // cost more bandwidth than the attention itself.
   torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const Step& s, int64_t layer) {
     const int64_t B = q.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
@@ -260,6 +272,9 @@ class AttentionImpl : public torch::nn::Module {
     ck.index_copy_(2, s.slot, k);
     cv.index_copy_(2, s.slot, v);
     auto keys = ck.narrow(2, 0, s.span), values = cv.narrow(2, 0, s.span);
+    // Grouped-query attention without repeating the cache: the g query heads that share a KV
+    // head become g query rows of that head (all at the same position, so one mask row serves
+    // them all), and one fused SDPA call reads each cached key and value once.
     auto qg = q.reshape({B, nkv, nh / nkv, hd});
     const auto dtype = q.scalar_type();
     // GPT-J attends in float32, as in forward().
@@ -268,12 +283,23 @@ class AttentionImpl : public torch::nn::Module {
       keys = keys.to(torch::kFloat32);
       values = values.to(torch::kFloat32);
     }
-    auto scores = torch::matmul(qg, keys.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(hd)));
     const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
-    scores = scores.to(torch::kFloat32).masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
-    auto probs = scores.softmax(-1).to(values.scalar_type());
-    auto out = torch::matmul(probs, values).to(dtype);  // [B, nkv, g, hd]
-    return project_out(out.reshape({B, 1, nh * hd}));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    torch::Tensor out;
+    if (decode_attention_by_matmul()) {
+      // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the additive mask bias
+      // broadcast), softmax to float32 in one kernel, then probabilities times values.
+      const int64_t g = nh / nkv, S = s.span;
+      const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+      auto scores = at::baddbmm(bias.to(qg.scalar_type()).expand({B, nkv, g, S}).reshape({B * nkv, g, S}),
+                                qg.reshape({B * nkv, g, hd}), keys.reshape({B * nkv, S, hd}).transpose(1, 2),
+                                1.0, scale);
+      auto probs = at::_softmax(scores, -1, /*half_to_float=*/scores.scalar_type() != torch::kFloat32);
+      out = at::bmm(probs.to(values.scalar_type()), values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
+    } else {
+      out = at::scaled_dot_product_attention(qg, keys, values, mask, 0.0, false, scale);
+    }
+    return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
 
   ModelConfig c_;
@@ -630,6 +656,15 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
   if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
     auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
     step.sliding_mask = step.mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
+  }
+  if (decode_attention_by_matmul()) {
+    // Computed once per step for every layer.
+    auto to_bias = [&](const torch::Tensor& m) {
+      return torch::zeros(m.sizes(), m.options().dtype(torch::kFloat32))
+          .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity());
+    };
+    step.bias = to_bias(step.mask);
+    if (step.sliding_mask.defined()) step.sliding_bias = to_bias(step.sliding_mask);
   }
   auto pos = positions.view({B, 1});
   auto x = impl_->base->embed(ids.view({B, 1}));

@@ -104,6 +104,7 @@ class Trainer {
   double end_phase(Phase phase, double start);
   // QUARTET_PROFILE_ITERATION (core/profile.hpp): the iteration whose phases are profiled.
   int profile_iteration_ = profile_iteration_from_env();
+  bool park_idle_ = false;  // colocated: the memory plan's placement.park decision
   KernelProfile profile_;
   void report_memory();
 
@@ -210,7 +211,7 @@ void Trainer::report_memory() {
 }
 
 void Trainer::activate(std::initializer_list<Role> roles) {
-  if (!colocated()) return;
+  if (!colocated() || !park_idle_) return;
   for (Role r : kAllRoles) {
     RoleModel* m = models_.get(r);
     if (!m) continue;
@@ -301,6 +302,7 @@ int Trainer::run() {
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
     check_plan(plan);
+    park_idle_ = plan.park_idle;
     resume = choose_resume_checkpoint(rt_);
   });
   if (!ok) return 2;

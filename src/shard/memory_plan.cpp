@@ -392,7 +392,7 @@ void plan_ranks(MemoryPlan& p) {
         ph.name = phase;
         ph.active = active;
         for (Role other : held) {
-          auto terms = persistent_terms(models[static_cast<int>(other)], other != active);
+          auto terms = persistent_terms(models[static_cast<int>(other)], other != active && p.park_idle);
           ph.terms.insert(ph.terms.end(), terms.begin(), terms.end());
         }
         std::vector<MemoryTerm> transient = phase == "train"      ? train_terms(m, cfg)
@@ -423,6 +423,22 @@ void plan_ranks(MemoryPlan& p) {
 
 }  // namespace
 
+namespace {
+
+// plan_ranks with placement.park applied: auto parks only when the plan does not fit without
+// (moving the idle models to the host and back costs a copy of their shards every phase).
+void plan_with_parking(MemoryPlan& p) {
+  const std::string& park = p.config.placement.park;
+  p.park_idle = p.placement.mode == "colocated" && park == "always";
+  plan_ranks(p);
+  if (p.placement.mode == "colocated" && park == "auto" && !p.fits()) {
+    p.park_idle = true;
+    plan_ranks(p);
+  }
+}
+
+}  // namespace
+
 MemoryPlan make_memory_plan(const Config& config, int world_size, int ranks_per_node) {
   QUARTET_CHECK(world_size >= 1, "memory plan: the world needs at least one rank");
   MemoryPlan p(config);
@@ -437,7 +453,7 @@ MemoryPlan make_memory_plan(const Config& config, int world_size, int ranks_per_
     p.unit_params[i] = unit_parameter_counts(p.specs[i].config, p.specs[i].head);
   }
   resolve_device_memory(p);
-  plan_ranks(p);
+  plan_with_parking(p);
   return p;
 }
 
@@ -456,7 +472,7 @@ MemoryPlan replan(const MemoryPlan& base, const Config& config, int world_size) 
     QUARTET_CHECK(!p.placement.has(r) || base.has_model[i] || !has_model(config, r),
                   std::string("replan: the ") + role_name(r) + " gained a model the base plan has not resolved");
   }
-  plan_ranks(p);
+  plan_with_parking(p);
   return p;
 }
 
@@ -566,6 +582,9 @@ std::string format_plan(const MemoryPlan& plan) {
                   p.fits ? "yes" : "NO");
     out << line;
   }
+  if (plan.placement.mode == "colocated")
+    out << "\ncolocated: idle models " << (plan.park_idle ? "are parked in host memory" : "stay on the device")
+        << " (placement.park = " << plan.config.placement.park << ")\n";
   out << (plan.fits() ? "\nfits: every rank's peak is within its usable device memory\n"
                       : "\ndoes NOT fit: see below\n");
   return out.str();

@@ -221,7 +221,9 @@ TEST(MemoryPlan, CheckpointingLowersActivations) {
 }
 
 TEST(MemoryPlan, ColocatedHoldsEveryRoleAndParksTheIdle) {
-  MemoryPlan co = make_memory_plan(parse(deck_text("llama", "mode = colocated\n"), {"model.critic.dtype=bfloat16"}), 4);
+  MemoryPlan co = make_memory_plan(
+      parse(deck_text("llama", "mode = colocated\npark = always\n"), {"model.critic.dtype=bfloat16"}), 4);
+  EXPECT_TRUE(co.park_idle);
   MemoryPlan dis = make_memory_plan(parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n"),
                                           {"model.critic.dtype=bfloat16"}),
                                     4);
@@ -245,6 +247,38 @@ TEST(MemoryPlan, ColocatedHoldsEveryRoleAndParksTheIdle) {
   // Every role's phase also counts what the others keep on the device.
   const RolePlan& critic = role_plan(co, 0, Role::critic);
   EXPECT_GT(critic.peak, critic.params + critic.grads + critic.master + critic.moments + actor.master + actor.moments);
+}
+
+// placement.park = auto parks only when the plan does not fit otherwise; never keeps every
+// model on the device (and then counts it there).
+TEST(MemoryPlan, ColocatedParksOnlyWhenItMustByDefault) {
+  auto plan_with = [](const std::string& memory) {
+    return make_memory_plan(parse(deck_text("llama", "mode = colocated\n"),
+                                  {"model.critic.dtype=bfloat16", "dist.device_memory=" + memory}),
+                            4);
+  };
+  MemoryPlan roomy = plan_with("80GiB");
+  ASSERT_TRUE(roomy.fits());
+  EXPECT_FALSE(roomy.park_idle);
+  for (const auto& t : role_plan(roomy, 0, Role::actor).phases.front().terms)
+    EXPECT_EQ(t.where == Where::host, false) << t.name << " of " << role_name(t.role) << " is on the host";
+  // Just above what the parked plan needs, below the unparked one: auto parks.
+  MemoryPlan always = make_memory_plan(
+      parse(deck_text("llama", "mode = colocated\npark = always\n"), {"model.critic.dtype=bfloat16", "dist.device_memory=80GiB"}), 4);
+  std::uint64_t parked_peak = 0, resident_peak = 0;
+  for (const auto& rp : always.ranks) parked_peak = std::max(parked_peak, rp.peak);
+  for (const auto& rp : roomy.ranks) resident_peak = std::max(resident_peak, rp.peak);
+  ASSERT_LT(parked_peak, resident_peak);
+  // usable = a * memory - c: solve for the memory whose usable part lies midway.
+  MemoryPlan half = plan_with("40GiB");
+  const double a = (static_cast<double>(roomy.usable) - static_cast<double>(half.usable)) /
+                   (static_cast<double>(roomy.device_memory) - static_cast<double>(half.device_memory));
+  const double c = a * static_cast<double>(roomy.device_memory) - static_cast<double>(roomy.usable);
+  const double target = (static_cast<double>(parked_peak) + static_cast<double>(resident_peak)) / 2;
+  const auto between = static_cast<std::uint64_t>((target + c) / a);
+  MemoryPlan tight = plan_with(std::to_string(between));
+  EXPECT_TRUE(tight.park_idle) << "parked peak " << parked_peak << ", resident " << resident_peak;
+  EXPECT_TRUE(tight.fits());
 }
 
 TEST(MemoryPlan, ADeckThatFitsPasses) {

@@ -576,8 +576,12 @@ TEST_P(GpuGraphs, GreedyWithGraphsEqualsWithout) {
       const std::string what = std::string(dtype == torch::kFloat32 ? "fp32" : "bf16") +
                                (with_stops ? " with stops" : " without stops");
       EXPECT_EQ(eager.stats.graph_replays, 0) << what;
-      EXPECT_GT(graphed.stats.graph_replays, 0) << what;
-      EXPECT_GE(graphed.stats.graphs_captured, 2) << what;
+      EXPECT_EQ(graphed.stats.steps, eager.stats.steps) << what;
+      // (Some tiny models stop every row at the first token; then nothing is left to replay.)
+      if (!with_stops || eager.stats.steps >= 4) {
+        EXPECT_GT(graphed.stats.graph_replays, 0) << what;
+        EXPECT_GE(graphed.stats.graphs_captured, with_stops ? 1 : 2) << what;
+      }
       EXPECT_TRUE(torch::equal(graphed.tokens, eager.tokens))
           << what << "\ngraphs:\n" << graphed.tokens.slice(1, T) << "\neager:\n" << eager.tokens.slice(1, T);
       EXPECT_TRUE(torch::equal(graphed.attention_mask, eager.attention_mask)) << what;

@@ -26,6 +26,9 @@ struct PlacementConfig {        // [placement]
   std::string mode = "disjoint";  // disjoint | colocated
   // Ranks per role. -1 = not given: 0 in disjoint mode, every rank in colocated mode.
   int actor = -1, critic = -1, reference = -1, reward = -1;
+  // Colocated: whether the idle models' parameter and gradient shards move to host memory
+  // while another model works. auto = only when the memory plan does not fit without it.
+  std::string park = "auto";  // auto | always | never
 };
 
 struct DistConfig {             // [dist]

@@ -46,8 +46,8 @@
 // MPI exchange of rollouts r T (8 ids + 8 mask + 4 log-prob) bytes, sent and received.
 //
 // Colocated placement: the phases take turns, one model active at a time. The active model has
-// everything at home (above). An idle model's parameter and gradient shards are parked in host
-// memory; its master weights and moments stay on the device unless offload_optimizer (moving
+// everything at home (above). With placement.park (auto: only when the plan does not fit
+// otherwise) an idle model's parameter and gradient shards are parked in host memory; its master weights and moments stay on the device unless offload_optimizer (moving
 // 12 bytes a parameter every phase would cost more than it saves).
 //
 // Device memory: dist.device_memory, else (auto) the GPU's total memory (device 0), else the
@@ -132,6 +132,9 @@ struct MemoryPlan {
   std::array<ModelSpec, kNumRoles> specs;            // valid where has_model
   std::array<std::vector<std::int64_t>, kNumRoles> unit_params;  // n_u per role
   std::vector<RankPlan> ranks;  // one per world rank
+  // Colocated: idle models are parked in host memory (placement.park; auto decides by
+  // planning without parking first).
+  bool park_idle = false;
   bool fits() const;
 };
 
