@@ -146,16 +146,6 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
 }
 
-// Which decode attention runs (benchmark switch, QUARTET_DECODE_ATTENTION=matmul|sdpa): the
-// fused SDPA kernel or batched matmuls; both read the cache once.
-bool decode_attention_by_matmul() {
-  static const bool matmul = [] {
-    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
-    return v && std::string(v) == "matmul";
-  }();
-  return matmul;
-}
-
 // What every block of one forward pass shares.
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
@@ -167,7 +157,6 @@ struct Step {
   // number of slots attended to; mask is then [B, 1, 1, span].
   torch::Tensor slot;
   int64_t span = 0;
-  torch::Tensor bias, sliding_bias;  // the masks as additive float32 biases [B, 1, 1, span]
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -285,20 +274,7 @@ class AttentionImpl : public torch::nn::Module {
     }
     const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    torch::Tensor out;
-    if (decode_attention_by_matmul()) {
-      // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the additive mask bias
-      // broadcast), softmax to float32 in one kernel, then probabilities times values.
-      const int64_t g = nh / nkv, S = s.span;
-      const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
-      auto scores = at::baddbmm(bias.to(qg.scalar_type()).expand({B, nkv, g, S}).reshape({B * nkv, g, S}),
-                                qg.reshape({B * nkv, g, hd}), keys.reshape({B * nkv, S, hd}).transpose(1, 2),
-                                1.0, scale);
-      auto probs = at::_softmax(scores, -1, /*half_to_float=*/scores.scalar_type() != torch::kFloat32);
-      out = at::bmm(probs.to(values.scalar_type()), values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
-    } else {
-      out = at::scaled_dot_product_attention(qg, keys, values, mask, 0.0, false, scale);
-    }
+    auto out = at::scaled_dot_product_attention(qg, keys, values, mask, 0.0, false, scale);
     return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
 
@@ -656,15 +632,6 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
   if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
     auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
     step.sliding_mask = step.mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
-  }
-  if (decode_attention_by_matmul()) {
-    // Computed once per step for every layer.
-    auto to_bias = [&](const torch::Tensor& m) {
-      return torch::zeros(m.sizes(), m.options().dtype(torch::kFloat32))
-          .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity());
-    };
-    step.bias = to_bias(step.mask);
-    if (step.sliding_mask.defined()) step.sliding_bias = to_bias(step.sliding_mask);
   }
   auto pos = positions.view({B, 1});
   auto x = impl_->base->embed(ids.view({B, 1}));
