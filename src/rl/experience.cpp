@@ -55,11 +55,17 @@ RolloutBatch select_rows(const RolloutBatch& b, const torch::Tensor& index) {
 
 namespace {
 
+RolloutBatch on_device(const RolloutBatch& b, torch::Device d) {
+  return {b.sequences.to(d), b.attention_mask.to(d), b.action_mask.to(d)};
+}
+
 // Runs `fn` on micro-batches of `batch`, the same number of times on every rank of the group,
 // and concatenates the results of the real ones.
-torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_device_batch, int64_t micro_batch,
                             const std::function<torch::Tensor(const RolloutBatch&)>& fn) {
   torch::NoGradGuard no_grad;
+  // On the device once: a blocking copy per micro-batch would wait for the device each time.
+  const RolloutBatch batch = on_device(cpu_or_device_batch, model.device());
   const int64_t rows = batch.rows();
   const int64_t mine = (rows + micro_batch - 1) / micro_batch;
   const int64_t calls = group_max(model.group(), mine);
@@ -78,10 +84,6 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& batch, int6
     }
   }
   return parts.empty() ? torch::Tensor() : torch::cat(parts);
-}
-
-RolloutBatch on_device(const RolloutBatch& b, torch::Device d) {
-  return {b.sequences.to(d), b.attention_mask.to(d), b.action_mask.to(d)};
 }
 
 }  // namespace

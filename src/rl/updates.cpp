@@ -48,7 +48,9 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
   UpdateStats s;
   for (int epoch = 0; epoch < config.algorithm.epochs; ++epoch) {
     auto gen = at::detail::createCPUGenerator(seed * 1315423911u + static_cast<uint64_t>(epoch));
-    auto perm = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong));
+    // Drawn on the CPU (the same order on every device), then moved once: a CPU index per
+    // micro-batch would be a blocking copy, which waits for all the device's queued work.
+    auto perm = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong)).to(model.device());
     for (int64_t k = 0; k < minibatches; ++k) {
       model.zero_grad();
       const int64_t lo = std::min(rows, k * mb), hi = std::min(rows, (k + 1) * mb);
@@ -99,16 +101,21 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   const AlgorithmConfig& al = config.algorithm;
   const bool grpo = al.name == "grpo";
   const auto dev = actor.model->device();
+  // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
+  // copies would each wait for the device.
+  const RolloutBatch batch{tg.batch.sequences.to(dev), tg.batch.attention_mask.to(dev), tg.batch.action_mask.to(dev)};
+  const auto old_logp = tg.old_logp.to(dev), advantages = tg.advantages.to(dev);
+  const auto ref_logp = tg.ref_logp.defined() ? tg.ref_logp.to(dev) : torch::Tensor();
   return run_updates(actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
                      [&](const torch::Tensor& index, Totals& t) -> torch::Tensor {
                        if (index.numel() == 0) return empty_turn(*actor.model);
-                       RolloutBatch b = select_rows(tg.batch, index);
-                       auto i = index.to(dev);
+                       RolloutBatch b = select_rows(batch, index);
+                       const auto& i = index;
                        auto mask = b.action_mask.to(dev).to(torch::kFloat32);
                        torch::Tensor entropy;
                        auto logp = action_logprobs(*actor.model, b, al.entropy_coef > 0 ? &entropy : nullptr);
-                       auto pl = ppo_policy_loss(logp, tg.old_logp.to(dev).index_select(0, i),
-                                                 tg.advantages.to(dev).index_select(0, i), mask, al.clip_eps);
+                       auto pl = ppo_policy_loss(logp, old_logp.index_select(0, i), advantages.index_select(0, i),
+                                                 mask, al.clip_eps);
                        auto loss = pl.loss;
                        if (al.entropy_coef > 0) {
                          auto ent = masked_mean(entropy, mask);
@@ -116,7 +123,7 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                          Totals::add(t.entropy, ent);
                        }
                        if (grpo && al.kl_coef > 0) {
-                         auto kl = kl_loss(logp, tg.ref_logp.to(dev).index_select(0, i), mask);
+                         auto kl = kl_loss(logp, ref_logp.index_select(0, i), mask);
                          loss = loss + al.kl_coef * kl;
                          Totals::add(t.kl, kl);
                        }
@@ -132,15 +139,17 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                           const torch::Tensor& returns, const Config& config, int64_t* step, int64_t total,
                           uint64_t seed) {
   const auto dev = critic.model->device();
+  const RolloutBatch on_dev{batch.sequences.to(dev), batch.attention_mask.to(dev), batch.action_mask.to(dev)};
+  const auto old_v = old_values.to(dev), ret = returns.to(dev);
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
                      [&](const torch::Tensor& index, Totals& t) -> torch::Tensor {
                        if (index.numel() == 0) return empty_turn(*critic.model);
-                       RolloutBatch b = select_rows(batch, index);
-                       auto i = index.to(dev);
-                       auto mask = b.action_mask.to(dev).to(torch::kFloat32);
+                       RolloutBatch b = select_rows(on_dev, index);
+                       const auto& i = index;
+                       auto mask = b.action_mask.to(torch::kFloat32);
                        auto values = action_values(*critic.model, b);
-                       auto vl = ppo_value_loss(values, old_values.to(dev).index_select(0, i),
-                                                returns.to(dev).index_select(0, i), mask, config.algorithm.value_clip);
+                       auto vl = ppo_value_loss(values, old_v.index_select(0, i), ret.index_select(0, i), mask,
+                                                config.algorithm.value_clip);
                        Totals::add(t.loss, vl.loss);
                        Totals::add(t.clip, vl.clip_fraction);
                        ++t.micro;
