@@ -25,10 +25,6 @@ export OMP_NUM_THREADS=4
 if [ "${SKIP_GEN:-0}" != 1 ]; then
   build-gpu/bench/generate_bench --config inputs/models/llama-886m/config.json --profile 1 > "$OUT/generate_bench.log" 2>&1
   echo "generate_bench exit $?"; head -14 "$OUT/generate_bench.log"
-  # The decode attention by batched matmuls instead of the fused SDPA kernel, for comparison.
-  QUARTET_DECODE_ATTENTION=matmul build-gpu/bench/generate_bench --config inputs/models/llama-886m/config.json \
-    --profile 1 > "$OUT/generate_bench_matmul.log" 2>&1
-  echo "generate_bench (matmul attention) exit $?"; head -14 "$OUT/generate_bench_matmul.log"
   t generate_bench
 fi
 PROFILE=${PROFILE:-3} bash bench/gpu_ppo_iteration.sh

@@ -146,16 +146,6 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
 }
 
-// Which decode attention runs (benchmark switch, QUARTET_DECODE_ATTENTION=matmul|sdpa): the
-// fused SDPA kernel or batched matmuls; both read the cache once.
-bool decode_attention_by_matmul() {
-  static const bool matmul = [] {
-    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
-    return v && std::string(v) == "matmul";
-  }();
-  return matmul;
-}
-
 // What every block of one forward pass shares.
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
@@ -167,8 +157,8 @@ struct Step {
   // number of slots attended to; mask is then [B, 1, 1, span].
   torch::Tensor slot;
   int64_t span = 0;
-  // decode_attention_by_matmul: the masks as additive biases [B * kv_heads, g, span] in the
-  // model's dtype, built once per step for every layer.
+  // decode_step: the masks as additive biases [B * kv_heads, g, span] in the attention's
+  // dtype, built once per step for every layer.
   torch::Tensor bias, sliding_bias;
 };
 
@@ -276,7 +266,7 @@ class AttentionImpl : public torch::nn::Module {
     auto keys = ck.narrow(2, 0, s.span), values = cv.narrow(2, 0, s.span);
     // Grouped-query attention without repeating the cache: the g query heads that share a KV
     // head become g query rows of that head (all at the same position, so one mask row serves
-    // them all), and one fused SDPA call reads each cached key and value once.
+    // them all), and each cached key and value is read once.
     auto qg = q.reshape({B, nkv, nh / nkv, hd});
     const auto dtype = q.scalar_type();
     // GPT-J attends in float32, as in forward().
@@ -285,21 +275,17 @@ class AttentionImpl : public torch::nn::Module {
       keys = keys.to(torch::kFloat32);
       values = values.to(torch::kFloat32);
     }
-    const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    torch::Tensor out;
-    if (decode_attention_by_matmul()) {
-      // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the step's additive mask,
-      // expanded once per step), softmax in float32, then probabilities times values.
-      const int64_t g = nh / nkv, S = s.span;
-      const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
-      auto scores = at::baddbmm(bias.to(qg.scalar_type()), qg.reshape({B * nkv, g, hd}),
-                                keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0, scale);
-      auto probs = scores.to(torch::kFloat32).softmax(-1).to(values.scalar_type());
-      out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
-    } else {
-      out = at::scaled_dot_product_attention(qg, keys, values, mask, 0.0, false, scale);
-    }
+    // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the step's additive mask),
+    // softmax in float32, then probabilities times values. Measured against the fused SDPA
+    // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
+    // step for the 886M benchmark model (bench/RESULTS.md).
+    const int64_t g = nh / nkv, S = s.span;
+    const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+    auto scores = at::baddbmm(bias, qg.reshape({B * nkv, g, hd}), keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0,
+                              scale);
+    auto probs = scores.to(torch::kFloat32).softmax(-1).to(values.scalar_type());
+    auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
     return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
 
@@ -658,7 +644,7 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
     auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
     step.sliding_mask = step.mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
   }
-  if (decode_attention_by_matmul()) {
+  {
     const int64_t g = c.num_heads / c.num_kv_heads;
     const auto dtype = c.family == Family::gptj ? torch::kFloat32 : impl_->base->embed->weight.scalar_type();
     auto to_bias = [&](const torch::Tensor& m) {
