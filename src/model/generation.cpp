@@ -264,12 +264,13 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
     const int64_t slot = T + k - 1;  // where this step's token goes
     const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
     bool replayed = false;
+    if (use_graphs) {
 #ifdef QUARTET_WITH_CUDA
-    if (use_graphs) replayed = graphs.run(model, st, span, params, gen, stats);
-    else
+      replayed = graphs.run(model, st, span, params, gen, stats);
 #endif
+    } else {
       decode_body(model, st, span, params, gen, slot + 1);
-    (void)use_graphs;
+    }
     stats.steps += 1;
     stats.graph_replays += replayed;
     stats.row_steps += st.rows;

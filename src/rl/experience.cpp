@@ -53,11 +53,11 @@ RolloutBatch select_rows(const RolloutBatch& b, const torch::Tensor& index) {
   return {b.sequences.index_select(0, i), b.attention_mask.index_select(0, i), b.action_mask.index_select(0, i)};
 }
 
-namespace {
-
 RolloutBatch on_device(const RolloutBatch& b, torch::Device d) {
   return {b.sequences.to(d), b.attention_mask.to(d), b.action_mask.to(d)};
 }
+
+namespace {
 
 // Runs `fn` on micro-batches of `batch`, the same number of times on every rank of the group,
 // and concatenates the results of the real ones.

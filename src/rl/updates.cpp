@@ -103,7 +103,7 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   const auto dev = actor.model->device();
   // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
   // copies would each wait for the device.
-  const RolloutBatch batch{tg.batch.sequences.to(dev), tg.batch.attention_mask.to(dev), tg.batch.action_mask.to(dev)};
+  const RolloutBatch batch = on_device(tg.batch, dev);
   const auto old_logp = tg.old_logp.to(dev), advantages = tg.advantages.to(dev);
   const auto ref_logp = tg.ref_logp.defined() ? tg.ref_logp.to(dev) : torch::Tensor();
   return run_updates(actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
@@ -139,7 +139,7 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                           const torch::Tensor& returns, const Config& config, int64_t* step, int64_t total,
                           uint64_t seed) {
   const auto dev = critic.model->device();
-  const RolloutBatch on_dev{batch.sequences.to(dev), batch.attention_mask.to(dev), batch.action_mask.to(dev)};
+  const RolloutBatch on_dev = on_device(batch, dev);
   const auto old_v = old_values.to(dev), ret = returns.to(dev);
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
                      [&](const torch::Tensor& index, Totals& t) -> torch::Tensor {

@@ -51,5 +51,7 @@ torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch);
 
 // Rows `index` (int64, any device) of every tensor of the batch.
 RolloutBatch select_rows(const RolloutBatch& batch, const torch::Tensor& index);
+// The batch's tensors on `device` (no copy for those already there).
+RolloutBatch on_device(const RolloutBatch& batch, torch::Device device);
 
 }  // namespace quartet
