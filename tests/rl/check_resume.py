@@ -141,7 +141,8 @@ def main():
     if scenario == "double_signal":
         # Iterations of a few seconds, so that two requests more than a second apart (closer ones
         # count as one) both land inside one iteration. (At hidden 256 an iteration took 1.8 s on
-        # 2 cores once the optimizer was fused, and the second request sometimes came after it.)
+        # 2 cores once the optimizer was fused, and the second request sometimes came after it; at
+        # hidden 384, batch 64 they take 3-4 s.)
         ITERATIONS = 6
         EXTRA = ["rollout.batch=64", "checkpoint.every=2"] + [
             f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=384", "layers=4")]
@@ -187,12 +188,23 @@ def main():
         out = os.path.join(work, "double")
         t = Train(launcher, 3, out)
         t.wait_for_iteration(3)
+        # Iteration 3's line comes just before its end-of-iteration check; a request landing
+        # before that check is acted on at once (checkpoint, exit 75) and leaves no process for
+        # the second. So wait until the check is surely past, then send both requests inside
+        # iteration 4 (more than a second apart: closer copies count as one request).
+        time.sleep(0.5)
         ranks = t.ranks()
         for pid in ranks:
             os.kill(pid, signal.SIGUSR1)
-        time.sleep(1.3)
+        time.sleep(1.1)
+        if t.proc.poll() is not None:
+            fail(f"the run ended ({t.proc.returncode}) before the second request could be sent "
+                 f"(iterations too short for this test?):\n{t.output()[-3000:]}")
         for pid in ranks:
-            os.kill(pid, signal.SIGUSR1)
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                fail(f"rank process {pid} had ended before the second request; make the iterations longer")
         rc = t.finish()
         if rc != EXIT_STOPPED:
             fail(f"after two signals the run exited {rc}, expected {EXIT_STOPPED}:\n{t.output()[-3000:]}")
