@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,35 @@ struct Run {
   Generation g;
   double seconds = 0;
 };
+
+// The LM head's product for a decoding step's rows, [rows, hidden] x [vocab, hidden]^T, three
+// ways: cuBLAS as torch::linear calls it, the transposed problem (W x^T), and cuBLASLt's
+// bias epilogue (addmm with a zero bias). The weight read alone bounds it from below.
+void head_gemms(Transformer& model, int64_t batch, const torch::Device& dev) {
+  const auto params = model->named_parameters(true);
+  torch::Tensor w = params.contains("lm_head.weight") ? params["lm_head.weight"] : model->parameters().front();
+  const auto zero_bias = torch::zeros({w.size(0)}, w.options());
+  std::printf("\nLM head product, weight [%lld, %lld] (%.0f MB, floor %.1f us at 4.3 TB/s)\n", (long long)w.size(0),
+              (long long)w.size(1), w.numel() * w.element_size() / 1e6, w.numel() * w.element_size() / kHbmBytesPerS * 1e6);
+  std::printf("| rows | linear us | W x^T us | addmm(Lt) us |\n|-----:|----------:|---------:|-------------:|\n");
+  torch::NoGradGuard no_grad;
+  for (int64_t rows : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}}) {
+    if (rows > 2 * batch) break;
+    auto x = torch::randn({rows, w.size(1)}, w.options());
+    auto time_us = [&](const std::function<torch::Tensor()>& f) {
+      for (int i = 0; i < 5; ++i) f();
+      synchronize_device(dev);
+      const double t0 = now();
+      for (int i = 0; i < 50; ++i) f();
+      synchronize_device(dev);
+      return (now() - t0) / 50 * 1e6;
+    };
+    const double a = time_us([&] { return torch::linear(x, w); });
+    const double b = time_us([&] { return torch::mm(w, x.t()); });
+    const double c = time_us([&] { return torch::addmm(zero_bias, x, w.t()); });
+    std::printf("| %4lld | %9.1f | %8.1f | %12.1f |\n", (long long)rows, a, b, c);
+  }
+}
 
 // The fastest of `reps` runs (after one warm-up run).
 Run timed(Transformer& model, const torch::Tensor& ids, const torch::Tensor& mask, const SamplingParams& p,
@@ -152,6 +182,25 @@ int main(int argc, char** argv) {
     if (row.name.rfind("greedy, eager", 0) == 0) eager_tokens = r.g.tokens;
     if (row.name.rfind("greedy, CUDA", 0) == 0) equal = torch::equal(eager_tokens, r.g.tokens);
   }
+  // The same greedy run with every parameter in its own buffer: the decoding step then
+  // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.
+  {
+    Transformer loose(cfg, Head::causal_lm, torch::TensorOptions().dtype(dtype).device(dev), false);
+    {
+      torch::NoGradGuard no_grad;
+      auto src = model->parameters(true);
+      auto dst = loose->parameters(true);
+      for (size_t i = 0; i < dst.size(); ++i) dst[i].set_data(src[i].clone());
+    }
+    loose->eval();
+    Run r = timed(loose, ids, mask, rows[1].params, a.reps);
+    const double decode_s = std::max(1e-9, r.seconds - prefill_s);
+    std::printf("| %-30s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", "greedy, graphs, unfused q/k/v",
+                r.seconds * 1e3, decode_s * 1e3, r.g.stats.steps > 0 ? decode_s * 1e3 / r.g.stats.steps : 0.0,
+                r.g.new_lengths.sum().item<int64_t>() / r.seconds, (long long)r.g.stats.graphs_captured,
+                (long long)r.g.stats.compactions, "");
+  }
+  if (dev.is_cuda()) head_gemms(model, a.batch, dev);
   std::printf("\nweights %.2f GB/step, KV cache %.1f KB per token; peak device memory %.2f GiB\n",
               weight_bytes / 1e9, kv_token_bytes / 1e3, device_memory(dev).peak_allocated / double(1 << 30));
   std::printf("greedy tokens with CUDA graphs equal those without: %s\n", equal ? "yes" : "NO");

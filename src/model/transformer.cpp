@@ -137,6 +137,49 @@ class EmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embedding);
 
+// Puts the parameters of `m` back to back in one buffer, in registration order, as a sharded
+// model's flat units already hold them (shard/flat_layout.hpp). Then q/k/v and gate/up lie in
+// one matrix that a decoding step multiplies once (adjacent_rows). keep_values = false skips
+// the copy, for parameters about to be loaded (their pages stay untouched).
+void pack_parameters(torch::nn::Module& m, bool keep_values) {
+  auto params = m.parameters(true);
+  if (params.empty()) return;
+  int64_t total = 0;
+  for (const auto& p : params) {
+    if (p.scalar_type() != params[0].scalar_type() || p.device() != params[0].device()) return;
+    total += p.numel();
+  }
+  auto flat = torch::empty({total}, params[0].options());
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (auto& p : params) {
+    auto view = flat.narrow(0, at, p.numel()).view(p.sizes());
+    if (keep_values) view.copy_(p);
+    p.set_data(view);
+    at += p.numel();
+  }
+}
+
+// The matrices `parts` (each [rows_i, cols]) as one [sum rows_i, cols] matrix when they lie
+// back to back in one storage, as packed and sharded parameters do; else undefined. Only for
+// work without gradients: autograd would credit the whole matrix's gradient to the first part.
+torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts) {
+  const torch::Tensor& first = *parts.begin();
+  if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return {};
+  const int64_t cols = first.size(1);
+  int64_t rows = 0;
+  const char* next = static_cast<const char*>(first.data_ptr());
+  for (const auto& t : parts) {
+    if (!t.defined() || t.dim() != 2 || !t.is_contiguous() || t.size(1) != cols ||
+        t.scalar_type() != first.scalar_type() || !t.storage().is_alias_of(first.storage()) ||
+        static_cast<const char*>(t.data_ptr()) != next)
+      return {};
+    rows += t.size(0);
+    next += t.numel() * t.element_size();
+  }
+  return first.as_strided({rows, cols}, {cols, 1});
+}
+
 torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   if (act == "silu" || act == "swish") return torch::silu(x);
   if (act == "gelu") return torch::gelu(x);
@@ -160,6 +203,10 @@ struct Step {
   // decode_step: the masks as additive biases [B * kv_heads, g, span] in the attention's
   // dtype, built once per step for every layer.
   torch::Tensor bias, sliding_bias;
+  // decode_step, half-split rotary over whole heads (Llama's): sin with the first half
+  // negated, and the index that swaps the halves, so that queries and keys rotate together
+  // as x cos + x[swap] sin_signed (the same products and sum as rotate_half, so the same bits).
+  torch::Tensor sin_signed, swap_halves;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -194,6 +241,10 @@ class AttentionImpl : public torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer) {
+    if (s.slot.defined()) {
+      auto fused = decode_fused(x, s, layer);
+      if (fused.defined()) return fused;
+    }
     const int64_t B = x.size(0), T = x.size(1), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
     torch::Tensor q, k, v;
     if (c_.family == Family::gpt2) {
@@ -217,7 +268,7 @@ class AttentionImpl : public torch::nn::Module {
       q = apply_rotary(q, s.cos, s.sin, interleaved);
       k = apply_rotary(k, s.cos, s.sin, interleaved);
     }
-    if (s.slot.defined()) return decode_attention(q, k, v, s, layer);
+    if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // decode() without a fused product
     if (s.cache) {
       auto& ck = s.cache->k[static_cast<size_t>(layer)];
       auto& cv = s.cache->v[static_cast<size_t>(layer)];
@@ -252,6 +303,46 @@ class AttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor project_out(const torch::Tensor& out) { return c_.family == Family::gpt2 ? c_proj_(out) : o_(out); }
 
+  // One decoding step (x [B, 1, hidden]). A step moves little data per kernel, so its time is
+  // mostly kernel count: where the projections' weights lie back to back (packed or sharded
+  // parameters, without biases between them) q, k and v come from one product, and Llama's
+  // queries and keys rotate together in four kernels instead of ten.
+  // Undefined when the weights are not fused; forward() then takes the general path.
+  torch::Tensor decode_fused(const torch::Tensor& x, const Step& s, int64_t layer) {
+    const int64_t B = x.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+    torch::Tensor w;
+    int64_t q_at = 0, k_at = nh, v_at = nh + nkv;  // heads of the fused product
+    if (!torch::GradMode::is_enabled() && q_ && !q_->bias.defined()) {
+      if (c_.family == Family::llama) {
+        w = adjacent_rows({q_->weight, k_->weight, v_->weight});
+      } else if (c_.family == Family::gptj) {  // registered (and so packed) k, v, q
+        w = adjacent_rows({k_->weight, v_->weight, q_->weight});
+        k_at = 0, v_at = nkv, q_at = 2 * nkv;
+      }
+    }
+    if (!w.defined()) return {};
+    // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
+    auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
+    torch::Tensor q, k;
+    auto v = heads.narrow(1, v_at, nkv);
+    if (s.sin_signed.defined() && k_at == q_at + nh) {
+      auto qk = heads.narrow(1, q_at, nh + nkv);
+      auto rot = qk * s.cos + qk.index_select(3, s.swap_halves) * s.sin_signed;
+      q = rot.narrow(1, 0, nh);
+      k = rot.narrow(1, nh, nkv);
+    } else {
+      q = heads.narrow(1, q_at, nh);
+      k = heads.narrow(1, k_at, nkv);
+      if (s.cos.defined()) {
+        const bool interleaved = c_.family == Family::gptj;
+        q = apply_rotary(q, s.cos, s.sin, interleaved);
+        k = apply_rotary(k, s.cos, s.sin, interleaved);
+      }
+    }
+    return decode_attention(q, k, v, s, layer);
+  }
+
+
   // One new token per row (decode_step): its keys and values go into the cache at s.slot with
   // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
   // then attention over the first s.span slots. No repeat_kv copy of the cache, which would
@@ -284,7 +375,9 @@ class AttentionImpl : public torch::nn::Module {
     const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
     auto scores = at::baddbmm(bias, qg.reshape({B * nkv, g, hd}), keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0,
                               scale);
-    auto probs = scores.to(torch::kFloat32).softmax(-1).to(values.scalar_type());
+    // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
+    // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
+    auto probs = scores.softmax(-1).to(values.scalar_type());
     auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
     return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
@@ -319,8 +412,20 @@ class MlpImpl : public torch::nn::Module {
         break;
     }
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    if (c_.family == Family::llama) return down_(activate(c_.activation, gate_(x)) * up_(x));
+  // decode: a decoding step, which multiplies gate and up at once where their weights lie
+  // back to back (see AttentionImpl::decode_fused).
+  torch::Tensor forward(const torch::Tensor& x, bool decode = false) {
+    if (c_.family == Family::llama) {
+      if (decode && !torch::GradMode::is_enabled() && !gate_->bias.defined()) {
+        auto w = adjacent_rows({gate_->weight, up_->weight});
+        if (w.defined()) {
+          auto gate_up = torch::linear(x, w);
+          const int64_t i = c_.intermediate_size;
+          return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
+        }
+      }
+      return down_(activate(c_.activation, gate_(x)) * up_(x));
+    }
     if (c_.family == Family::gpt2) return c_proj_(activate(c_.activation, c_fc_(x)));
     return down_(activate(c_.activation, up_(x)));
   }
@@ -365,15 +470,16 @@ class BlockImpl : public torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer) {
+    const bool decode = s.slot.defined();
     if (c_.family == Family::gptj) {
       // One LayerNorm feeds both branches.
       auto h = ln1_(x);
-      return attn_(h, s, layer) + mlp_(h) + x;
+      return attn_(h, s, layer) + mlp_->forward(h, decode) + x;
     }
     auto a = attn_(ln1_(x), s, layer);
-    if (c_.parallel_residual) return mlp_(ln2_(x)) + a + x;  // NeoX use_parallel_residual
+    if (c_.parallel_residual) return mlp_->forward(ln2_(x), decode) + a + x;  // NeoX use_parallel_residual
     auto y = x + a;
-    return y + mlp_(ln2_(y));
+    return y + mlp_->forward(ln2_(y), decode);
   }
 
  private:
@@ -471,6 +577,7 @@ struct TransformerImpl::Impl {
   Dense head{nullptr};          // lm_head / embed_out / score / classifier
   torch::Tensor inv_freq;       // float32, CPU: the master copy
   torch::Tensor inv_freq_dev;   // the copy on the device of the last forward
+  torch::Tensor swap_halves_dev;  // decode_step's half-swapping index (Step::swap_halves), there too
   bool checkpointing = false;
   BlockRunner runner;
 };
@@ -506,6 +613,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, Head head, const tor
       break;
   }
   if (c.family != Family::gpt2) impl_->inv_freq = rotary_inv_freq(c, c.max_positions);
+  for (auto& block : impl_->base->blocks) pack_parameters(*block, random_init);
 }
 
 void TransformerImpl::set_activation_checkpointing(bool on) { impl_->checkpointing = on; }
@@ -672,6 +780,13 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       inv = impl_->inv_freq_dev;
     }
     std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
+    if (c.family == Family::llama && c.rotary_dim == c.head_dim) {
+      const int64_t half = c.head_dim / 2;
+      if (!impl_->swap_halves_dev.defined() || impl_->swap_halves_dev.device() != dev)
+        impl_->swap_halves_dev = torch::cat({torch::arange(half, c.head_dim), torch::arange(half)}).to(dev);
+      step.swap_halves = impl_->swap_halves_dev;
+      step.sin_signed = torch::cat({-step.sin.narrow(-1, 0, half), step.sin.narrow(-1, half, half)}, -1);
+    }
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
