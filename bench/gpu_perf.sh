@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance issue's measurements in one device call, from the repo root with .gpu
 # carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
-# SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls.
+# SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls;
+# PROFILE=N profiles PPO iteration N (default 3), PROFILE=none none.
 # Builds, runs the GPU generation tests (CUDA graphs against eager, and HF), the generation
 # benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
 # colocated and disjoint where present) and the training benchmark.
@@ -15,10 +16,11 @@ nvidia-smi -L | tee -a "$OUT/env.log"
   || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  (cd build-gpu && ctest --output-on-failure --timeout 300 -R "parity_models_reference|model_np1") > "$OUT/ctest.log" 2>&1
-  tail -4 "$OUT/ctest.log"
-  grep -cE "OK \] Models/GpuGraphs" build-gpu/Testing/Temporary/LastTest.log | sed "s/^/GPU graph-vs-eager generation tests passed: /"
-  grep -E "FAILED|Failure" build-gpu/Testing/Temporary/LastTest.log | head -20
+  # -V: every test's output in the log, so that the GPU-only cases can be counted there.
+  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1") > "$OUT/ctest.log" 2>&1
+  grep -E "tests passed|tests failed" "$OUT/ctest.log"
+  grep -cE "OK \] Models/GpuGraphs" "$OUT/ctest.log" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
+  grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests
 fi
 export OMP_NUM_THREADS=4

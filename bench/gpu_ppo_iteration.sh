@@ -29,8 +29,9 @@ COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
 gpus=$(nvidia-smi -L | wc -l)
-# PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir).
-PROF=(); [ -n "${PROFILE:-}" ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
+# PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir);
+# PROFILE=none (or unset) profiles nothing.
+PROF=(); [ -n "${PROFILE:-}" ] && [ "$PROFILE" != none ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
 run() {  # name ranks args...
   local name=$1 np=$2; shift 2
   echo "== $name"
