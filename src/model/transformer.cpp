@@ -17,6 +17,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/checkpointing.hpp"
+#include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/rotary.hpp"
 
 namespace quartet {
@@ -321,6 +322,16 @@ class AttentionImpl : public torch::nn::Module {
       }
     }
     if (!w.defined()) return {};
+    if (c_.family == Family::llama && x.is_cuda() && s.sin_signed.defined() && decode_kernels_enabled() &&
+        (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32)) {
+      // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
+      // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
+      auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
+      auto q = torch::empty({B, nh, hd}, qkv.options());
+      qkv_to_cache(qkv, s.cos, s.sin_signed, s.slot, q, s.cache->k[static_cast<size_t>(layer)],
+                   s.cache->v[static_cast<size_t>(layer)], nh, nkv, hd);
+      return attend_cached(q.view({B * nkv, nh / nkv, hd}), B, s, layer);
+    }
     // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
     auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
     torch::Tensor q, k;
@@ -354,11 +365,19 @@ class AttentionImpl : public torch::nn::Module {
     auto cv = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B);
     ck.index_copy_(2, s.slot, k);
     cv.index_copy_(2, s.slot, v);
-    auto keys = ck.narrow(2, 0, s.span), values = cv.narrow(2, 0, s.span);
     // Grouped-query attention without repeating the cache: the g query heads that share a KV
     // head become g query rows of that head (all at the same position, so one mask row serves
     // them all), and each cached key and value is read once.
-    auto qg = q.reshape({B, nkv, nh / nkv, hd});
+    return attend_cached(q.reshape({B * nkv, nh / nkv, hd}), B, s, layer);
+  }
+
+  // The attention of one decoding step over the cache's first s.span slots (this step's keys
+  // and values already written): q [B * nkv, g, hd], the g query heads of each KV head as rows.
+  torch::Tensor attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer) {
+    const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+    auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
+    auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
+    auto qg = q;
     const auto dtype = q.scalar_type();
     // GPT-J attends in float32, as in forward().
     if (c_.family == Family::gptj && dtype != torch::kFloat32) {
@@ -373,8 +392,7 @@ class AttentionImpl : public torch::nn::Module {
     // step for the 886M benchmark model (bench/RESULTS.md).
     const int64_t g = nh / nkv, S = s.span;
     const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
-    auto scores = at::baddbmm(bias, qg.reshape({B * nkv, g, hd}), keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0,
-                              scale);
+    auto scores = at::baddbmm(bias, qg, keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0, scale);
     // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
     // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
     auto probs = scores.softmax(-1).to(values.scalar_type());

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/safetensors.hpp"
@@ -652,6 +653,65 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuGraphs,
                                                                          : std::vector<std::string>{}),
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuGraphs);
+
+// On a GPU: quartet's decode kernel (model/decode_kernels.hpp: rotary, query layout and cache
+// writes in one) gives the same bits as the ATen operations it replaces: the step's logits and
+// the cache it leaves, and greedy tokens over many steps with CUDA graphs.
+class GpuKernels : public Parity {};
+
+TEST_P(GpuKernels, DecodeStepSameBitsWithOrWithoutKernels) {
+  if (ref_->head != Head::causal_lm) GTEST_SKIP() << "not a causal LM";
+  ASSERT_TRUE(quartet::decode_kernels_enabled()) << "this CUDA build has no decode kernels (no CUDA compiler?)";
+  const torch::Device cuda(torch::kCUDA, 0);
+  const auto prompt = ref_->get("gen_prompt").to(cuda), prompt_mask = ref_->get("gen_prompt_mask").to(cuda);
+  const auto next = ref_->get("gen_tokens").slice(1, 0, 1).to(cuda);
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  const auto mask = torch::cat({prompt_mask, torch::ones({B, 1}, prompt_mask.options())}, 1);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    struct Out {
+      torch::Tensor logits;
+      quartet::KVCache cache;
+    };
+    auto step = [&](bool kernels) {
+      quartet::set_decode_kernels(kernels);
+      Out o{torch::Tensor(), model->make_cache(B, T + 1)};
+      model->forward(prompt, prompt_mask, &o.cache);
+      o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
+                                    mask.to(torch::kBool), o.cache, T + 1);
+      return o;
+    };
+    const auto with = step(true), without = step(false);
+    const std::string what = dtype == torch::kFloat32 ? "fp32" : "bf16";
+    EXPECT_TRUE(torch::equal(with.logits, without.logits)) << what << ": logits differ by up to "
+        << (with.logits.to(torch::kFloat) - without.logits.to(torch::kFloat)).abs().max().item<double>();
+    for (size_t l = 0; l < with.cache.k.size(); ++l) {
+      EXPECT_TRUE(torch::equal(with.cache.k[l], without.cache.k[l])) << what << ": keys of layer " << l;
+      EXPECT_TRUE(torch::equal(with.cache.v[l], without.cache.v[l])) << what << ": values of layer " << l;
+    }
+    quartet::SamplingParams p;
+    p.temperature = 0.0;
+    p.max_new_tokens = 24;
+    p.span_bucket = 8;
+    p.pad_id = model->config().pad_token_id.value_or(0);
+    p.cuda_graphs = true;
+    quartet::set_decode_kernels(true);
+    auto a = quartet::generate(model, prompt, prompt_mask, p);
+    quartet::set_decode_kernels(false);
+    auto b = quartet::generate(model, prompt, prompt_mask, p);
+    quartet::set_decode_kernels(true);
+    EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << what << ": greedy tokens with the kernel:\n"
+                                                  << a.tokens.slice(1, T) << "\nwithout:\n" << b.tokens.slice(1, T);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuKernels,
+                         ::testing::ValuesIn(torch::cuda::is_available() ? causal_names()
+                                                                         : std::vector<std::string>{}),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuKernels);
 
 // ------------------------------------------------------------------------------------------
 // Whole-set checks.
