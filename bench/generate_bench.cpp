@@ -21,6 +21,7 @@
 
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
+#include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/transformer.hpp"
@@ -181,6 +182,17 @@ int main(int argc, char** argv) {
                 100.0 * floor_s / decode_s);
     if (row.name.rfind("greedy, eager", 0) == 0) eager_tokens = r.g.tokens;
     if (row.name.rfind("greedy, CUDA", 0) == 0) equal = torch::equal(eager_tokens, r.g.tokens);
+  }
+  // The same greedy run without quartet's decode kernel (ATen operations only), for its share.
+  if (decode_kernels_enabled() && dev.is_cuda()) {
+    set_decode_kernels(false);
+    Run r = timed(model, ids, mask, rows[1].params, a.reps);
+    set_decode_kernels(true);
+    const double decode_s = std::max(1e-9, r.seconds - prefill_s);
+    std::printf("| %-30s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", "greedy, graphs, no quartet kernel",
+                r.seconds * 1e3, decode_s * 1e3, r.g.stats.steps > 0 ? decode_s * 1e3 / r.g.stats.steps : 0.0,
+                r.g.new_lengths.sum().item<int64_t>() / r.seconds, (long long)r.g.stats.graphs_captured,
+                (long long)r.g.stats.compactions, torch::equal(r.g.tokens, eager_tokens) ? "same" : "DIFFER");
   }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.
