@@ -19,8 +19,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # -V: every test's output in the log, so that the GPU-only cases can be counted there.
   (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1") > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest.log"
-  grep -cE "OK \] Models/GpuGraphs" "$OUT/ctest.log" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
-  grep -cE "OK \] Models/GpuKernels" "$OUT/ctest.log" | sed "s/^/GPU decode-kernel-vs-ATen tests passed: /"
+  # (gtest colours its output even into the log: strip the escapes before counting.)
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuKernels" | sed "s/^/GPU decode-kernel-vs-ATen tests passed: /"
   grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests
 fi
