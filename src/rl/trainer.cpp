@@ -1,3 +1,4 @@
+#include "quartet/core/build_info.hpp"
 #include "quartet/rl/trainer.hpp"
 
 #include <torch/torch.h>
@@ -347,7 +348,7 @@ int Trainer::run() {
     // The run file: written by the actor group (rollouts collectively, numbers by its rank 0).
     RunFileInfo info;
     info.version = QUARTET_VERSION;
-    info.git_commit = QUARTET_GIT_COMMIT;
+    info.git_commit = git_commit();
     info.deck = cfg_.deck.resolved();
     info.placement = rt_.placement.describe();
     info.algorithm = al_.name;

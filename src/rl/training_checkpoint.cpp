@@ -1,3 +1,4 @@
+#include "quartet/core/build_info.hpp"
 #include "quartet/rl/training_checkpoint.hpp"
 
 #include <sys/stat.h>
@@ -154,7 +155,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   info["world_size"] = world.size();
   info["placement"] = rt.placement.describe();
   info["algorithm"] = cfg.algorithm.name;
-  info["git_commit"] = QUARTET_GIT_COMMIT;
+  info["git_commit"] = git_commit();
   info["version"] = QUARTET_VERSION;
   info["deck"] = cfg.deck.resolved();
   info["trainer_state"] = "trainer.h5";

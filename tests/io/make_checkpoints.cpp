@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "quartet/core/build_info.hpp"
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/dist/collectives.hpp"
@@ -174,7 +175,7 @@ void write_checkpoint(const std::string& out, int64_t iteration, const RunSpec& 
   info["placement"] = std::string("colocated: actor ranks 0-") + std::to_string(world_size - 1) +
                       (s.critic ? " | critic ranks 0-" + std::to_string(world_size - 1) : "");
   info["algorithm"] = s.algorithm;
-  info["git_commit"] = QUARTET_GIT_COMMIT;
+  info["git_commit"] = quartet::git_commit();
   info["version"] = QUARTET_VERSION;
   info["deck"] = std::string("# io test run ") + s.name + "\n";
   info["trainer_state"] = "trainer.h5";

@@ -124,7 +124,7 @@ std::map<std::string, std::string> write_checkpoint(const std::string& out, int6
     }
   }
   MPI_Barrier(comm());  // the files are closed on rank 0 before anyone commits
-  detail::commit_checkpoint(out, it, names, {{"models", {"actor"}}, {"iteration", it}}, comm(), keep, keep_every,
+  quartet::detail::commit_checkpoint(out, it, names, {{"models", {"actor"}}, {"iteration", it}}, comm(), keep, keep_every,
                             kChunk);
   return data;
 }
