@@ -6,22 +6,9 @@
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
 set -uo pipefail
-OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
-[ -d build-gpu ] || cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" > "$OUT/build.log" 2>&1
-cmake --build build-gpu -j "$(nproc)" --target quartet >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-t built
-export OMP_NUM_THREADS=4
-mkdir -p runs
+source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 # The 886M Llama shape of the benchmarks (also the issue's reference workload).
 CFG=$PWD/inputs/models/llama-886m/config.json
-# 128-token prompts for the built-in character tokenizer: <bos> and 127 characters.
-python3 - > runs/prompts128.jsonl <<'PY'
-import json, random
-r = random.Random(1)
-for i in range(512):
-    print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
-PY
 COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --set checkpoint.at_end=false
         --set rollout.prompts=runs/prompts128.jsonl
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128

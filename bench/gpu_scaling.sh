@@ -11,19 +11,7 @@
 # colocated runs against the fewest GPUs measured. From the repo root, after
 # `source .gpu/env.sh`; logs in $OUT. MODELS="6b 13b", GPUS="2 4 8" and ITERATIONS=3 choose.
 set -uo pipefail
-OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
-[ -d build-gpu ] || cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" > "$OUT/build.log" 2>&1
-cmake --build build-gpu -j "$(nproc)" --target quartet >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-t built
-export OMP_NUM_THREADS=4
-mkdir -p runs
-python3 - > runs/prompts128.jsonl <<'PY'
-import json, random
-r = random.Random(1)
-for i in range(512):
-    print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
-PY
+source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 gpus=$(nvidia-smi -L | wc -l)
 COMMON=(--set dist.device_memory=auto --set dist.backend=auto --set dist.device=auto
         --set run.iterations=${ITERATIONS:-3} --set checkpoint.at_end=false --set output.rollouts_every=0
