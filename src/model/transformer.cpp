@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -198,7 +197,7 @@ struct Step {
   KVCache* cache = nullptr;
   int64_t past = 0;         // tokens already in the cache
   // decode_step only: the cache slot of this step's token (one-element device tensor) and the
-  // number of slots attended to; mask is then [B, 1, 1, span].
+  // number of slots attended to (mask and sliding_mask stay undefined: see bias).
   torch::Tensor slot;
   int64_t span = 0;
   // decode_step: the masks as additive biases [B * kv_heads, g, span] in the attention's
@@ -269,7 +268,7 @@ class AttentionImpl : public torch::nn::Module {
       q = apply_rotary(q, s.cos, s.sin, interleaved);
       k = apply_rotary(k, s.cos, s.sin, interleaved);
     }
-    if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // decode() without a fused product
+    if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
     if (s.cache) {
       auto& ck = s.cache->k[static_cast<size_t>(layer)];
       auto& cv = s.cache->v[static_cast<size_t>(layer)];
@@ -352,7 +351,6 @@ class AttentionImpl : public torch::nn::Module {
     }
     return decode_attention(q, k, v, s, layer);
   }
-
 
   // One new token per row (decode_step): its keys and values go into the cache at s.slot with
   // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
@@ -764,13 +762,15 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
   step.cache = &cache;
   step.slot = slot.view({1});
   step.span = span;
-  step.mask = key_valid.narrow(1, 0, span).view({B, 1, 1, span});
-  const auto& sl = c.sliding_layers;
-  if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
-    auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
-    step.sliding_mask = step.mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
-  }
   {
+    // The masks, needed only as the attention's additive biases.
+    const auto mask = key_valid.narrow(1, 0, span).view({B, 1, 1, span});
+    torch::Tensor sliding_mask;
+    const auto& sl = c.sliding_layers;
+    if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
+      auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
+      sliding_mask = mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
+    }
     const int64_t g = c.num_heads / c.num_kv_heads;
     const auto dtype = c.family == Family::gptj ? torch::kFloat32 : impl_->base->embed->weight.scalar_type();
     auto to_bias = [&](const torch::Tensor& m) {
@@ -779,8 +779,8 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
           .expand({B, c.num_kv_heads, g, span})
           .reshape({B * c.num_kv_heads, g, span});
     };
-    step.bias = to_bias(step.mask);
-    if (step.sliding_mask.defined()) step.sliding_bias = to_bias(step.sliding_mask);
+    step.bias = to_bias(mask);
+    if (sliding_mask.defined()) step.sliding_bias = to_bias(sliding_mask);
   }
   auto pos = positions.view({B, 1});
   auto x = impl_->base->embed(ids.view({B, 1}));
