@@ -411,6 +411,9 @@ int Trainer::run() {
   const double start = seconds();
   for (int it = first_iteration; it < iterations; ++it) {
     std::vector<double> slots(kSlots, 0.0), phase(kPhases, 0.0);
+    // The iteration's wall time. The phases overlap across ranks (disjoint scoring ranks score
+    // while the actor's next chunk generates), so their sum is not the iteration's time.
+    const double iteration_start = seconds();
     if (rt_.device.is_cuda()) reset_peak_memory(rt_.device);
     if (it + 1 == profile_iteration_) {
       synchronize_device(rt_.device);
@@ -422,7 +425,6 @@ int Trainer::run() {
     std::vector<std::string> prompts, answers;
     torch::Tensor old_logp;
     std::vector<RolloutBatch> chunk_batches;
-    auto as_batch = [](const RolloutBatch& b) { return Batch{b.sequences, b.attention_mask, b.action_mask}; };
     auto as_rollouts = [](const std::vector<Batch>& pieces) {
       std::vector<RolloutBatch> out;
       for (const auto& p : pieces) out.push_back({p[0], p[1], p[2]});
@@ -434,9 +436,14 @@ int Trainer::run() {
       actor->model->gather_full();  // hybrid engine: the full weights once per iteration
       for (int c = 0; c < chunks; ++c) {
         RolloutBatch b = generate_rollouts(it, c, chunk_size(c), &prompts, &answers);
+        // The scoring groups get the chunk first, so that they score while the actor takes
+        // its old log-probs; one copy to the host serves all three sends.
+        if (!ex.reference.empty() || !ex.reward.empty() || !ex.critic.empty()) {
+          const Batch host{b.sequences.cpu(), b.attention_mask.cpu(), b.action_mask.cpu()};
+          for (auto* group : {&ex.reference, &ex.reward, &ex.critic})
+            if (!group->empty()) (*group)[static_cast<size_t>(c)]->forward(host);
+        }
         old_parts.push_back(score_logprobs(*actor->model, b, cfg_.train.micro_batch));
-        for (auto* group : {&ex.reference, &ex.reward, &ex.critic})
-          if (!group->empty()) (*group)[static_cast<size_t>(c)]->forward(as_batch(b));
         chunk_batches.push_back(b);
       }
       actor->model->release_full();
@@ -448,6 +455,8 @@ int Trainer::run() {
 
     // ---- score ----
     torch::Tensor ref_logp, scores, values;
+    // Decoded once, for the rule reward, the run file and the log's sample.
+    std::vector<std::string> completions;
     std::vector<RolloutBatch> critic_pieces;
     torch::Tensor critic_old_values;
     if (colocated()) {
@@ -465,11 +474,19 @@ int Trainer::run() {
       }
     } else {
       // A scoring rank takes the chunks as they come, answers each without waiting for the
-      // actor to collect the answer, and moves on to the next.
+      // actor to collect the answer, and moves on to the next. Its wait for the first chunk is
+      // the actor's generation, and counts as such, not as scoring.
+      bool waited = actor != nullptr;
       auto serve = [&](std::vector<std::unique_ptr<GroupExchange>>& exs, RoleModel* m, int kind) {
         std::vector<torch::Tensor> outs;
         for (auto& e : exs) {
           auto pieces = as_rollouts(e->forward({}));
+          if (!waited) {
+            const double now = seconds();
+            phase[kGenerate] += now - t;
+            t = now;
+            waited = true;
+          }
           auto joined = concat_rollouts(pieces, pad_id_);
           torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch)
                               : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
@@ -489,6 +506,7 @@ int Trainer::run() {
       if (reward && !ex.reward.empty()) serve(ex.reward, reward, 1);
       if (critic && !ex.critic.empty()) serve(ex.critic, critic, 2);
       if (actor) {
+        completions = decode_completions(batch);  // while the scoring groups work
         auto collect = [&](std::vector<std::unique_ptr<GroupExchange>>& exs, bool per_token) {
           std::vector<torch::Tensor> parts;
           for (auto& e : exs) parts.push_back(e->backward({})[0]);
@@ -499,9 +517,7 @@ int Trainer::run() {
         if (!ex.critic.empty()) values = collect(ex.critic, true);
       }
     }
-    // Decoded once, for the rule reward, the run file and the log's sample.
-    std::vector<std::string> completions;
-    if (actor) completions = decode_completions(batch);
+    if (actor && colocated()) completions = decode_completions(batch);
     if (actor && rule_) scores = rule_scores(prompts, completions);
     phase[kScore] = end_phase(kScore, t);
     if (stop_now()) return kExitStopped;
@@ -618,11 +634,11 @@ int Trainer::run() {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mins.data(), 1, MPI_DOUBLE, MPI_MIN, world.comm()));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, maxs.data(), 1, MPI_DOUBLE, MPI_MAX, world.comm()));
     MPI_CHECK(MPI_Allreduce(phase.data(), times.data(), kPhases, MPI_DOUBLE, MPI_MAX, world.comm()));
+    double iter_time = seconds() - iteration_start;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &iter_time, 1, MPI_DOUBLE, MPI_MAX, world.comm()));
     const double n = std::max(1.0, sums[kScoreCount]);
     const double mean = sums[kScoreSum] / n;
     const double sd = std::sqrt(std::max(0.0, sums[kScoreSqSum] / n - mean * mean));
-    double iter_time = 0;
-    for (double p : times) iter_time += p;
     const double elapsed = seconds() - start;
     const double eta = elapsed / (it + 1 - first_iteration) * (iterations - it - 1);
     std::string line;
@@ -635,9 +651,9 @@ int Trainer::run() {
       std::snprintf(buf, sizeof buf, " | value %.4f", sums[kValueLoss]);
       line += buf;
     }
-    std::snprintf(buf, sizeof buf, " | len %.1f | %.0f tok/s | gen %.2fs score %.2fs adv %.2fs train %.2fs | ETA %s",
+    std::snprintf(buf, sizeof buf, " | len %.1f | %.0f tok/s | gen %.2fs score %.2fs adv %.2fs train %.2fs iter %.2fs | ETA %s",
                   sums[kLengthSum] / n, sums[kLengthSum] / std::max(1e-9, iter_time), times[kGenerate], times[kScore],
-                  times[kAdvantages], times[kTrain], duration_text(eta).c_str());
+                  times[kAdvantages], times[kTrain], iter_time, duration_text(eta).c_str());
     line += buf;
     printf0("%s\n", line.c_str());
 
