@@ -12,16 +12,18 @@ S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
-  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model; } > "$OUT/build.log" 2>&1 \
+  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model \
+    test_decode_kernels; } > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # -V: every test's output in the log, so that the GPU-only cases can be counted there.
-  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1") > "$OUT/ctest.log" 2>&1
+  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1") > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest.log"
   # (gtest colours its output even into the log: strip the escapes before counting.)
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
-  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuKernels" | sed "s/^/GPU decode-kernel-vs-ATen tests passed: /"
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuKernels" | sed "s/^/GPU decode-step kernels-vs-ATen tests passed: /"
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Dtypes/DecodeKernels" | sed "s/^/GPU kernel unit tests passed: /"
   grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests
 fi

@@ -1,5 +1,6 @@
 #include "quartet/model/decode_kernels.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -15,6 +16,12 @@ namespace quartet::kernels {
 cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, const void* sin_signed,
                                 const int64_t* slot, void* q_out, void* k_cache, void* v_cache, int B, int nh, int nkv,
                                 int hd, int64_t cache_row, int64_t cache_head, bool rotate, cudaStream_t stream);
+cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
+                                int H, float eps, cudaStream_t stream);
+cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
+cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
+                                 const void* bias, void* out, int B, int nkv, int g, int hd, int span,
+                                 int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream);
 }
 #endif
 
@@ -30,6 +37,16 @@ bool initially_enabled() {
 #endif
 }
 bool g_enabled = initially_enabled();
+
+[[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
+  QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
+}
+
+[[maybe_unused]] bool float_or_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16;
+}
+
+constexpr const char* kNoKernels = "this build has no device kernels (CMake found no CUDA compiler)";
 }  // namespace
 
 bool decode_kernels_enabled() { return g_enabled; }
@@ -77,6 +94,96 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
   (void)qkv, (void)cos, (void)sin_signed, (void)slot, (void)q_out, (void)k_cache, (void)v_cache, (void)nh, (void)nkv,
       (void)hd;
   QUARTET_CHECK(false, "qkv_to_cache: this build has no device kernels (CMake found no CUDA compiler)");
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
+                                                     const torch::Tensor& weight, double eps) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(x.is_cuda() && float_or_bf16(x) && x.is_contiguous() && x.dim() >= 1,
+                "add_rms_norm: x must be a contiguous float32 or bfloat16 CUDA tensor");
+  const int64_t H = x.size(-1);
+  QUARTET_CHECK(a.sizes() == x.sizes() && a.scalar_type() == x.scalar_type() && a.device() == x.device() &&
+                    a.is_contiguous(),
+                "add_rms_norm: a must be contiguous and like x");
+  QUARTET_CHECK(weight.numel() == H && weight.scalar_type() == x.scalar_type() && weight.device() == x.device() &&
+                    weight.is_contiguous(),
+                "add_rms_norm: weight must be [H] like x");
+  auto sum = torch::empty_like(x), normed = torch::empty_like(x);
+  const int64_t R = x.numel() / H;
+  if (R == 0) return {sum, normed};
+  const c10::cuda::CUDAGuard guard(x.device());
+  const cudaError_t err = kernels::launch_add_rms_norm(
+      x.scalar_type() == torch::kBFloat16, x.data_ptr(), a.data_ptr(), weight.data_ptr(), sum.data_ptr(),
+      normed.data_ptr(), static_cast<int>(R), static_cast<int>(H), static_cast<float>(eps),
+      c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  check_launch("add_rms_norm", err, cudaGetErrorString(err));
+  return {sum, normed};
+#else
+  (void)x, (void)a, (void)weight, (void)eps;
+  QUARTET_CHECK(false, std::string("add_rms_norm: ") + kNoKernels);
+  return {};
+#endif
+}
+
+torch::Tensor silu_mul(const torch::Tensor& gate_up) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(gate_up.is_cuda() && float_or_bf16(gate_up) && gate_up.is_contiguous() && gate_up.dim() >= 1 &&
+                    gate_up.size(-1) % 2 == 0,
+                "silu_mul: gate_up must be a contiguous float32 or bfloat16 CUDA tensor [.., 2I]");
+  const int64_t I = gate_up.size(-1) / 2, R = gate_up.numel() / (2 * std::max<int64_t>(I, 1));
+  auto shape = gate_up.sizes().vec();
+  shape.back() = I;
+  auto out = torch::empty(shape, gate_up.options());
+  if (out.numel() == 0) return out;
+  const c10::cuda::CUDAGuard guard(gate_up.device());
+  const cudaError_t err =
+      kernels::launch_silu_mul(gate_up.scalar_type() == torch::kBFloat16, gate_up.data_ptr(), out.data_ptr(), R, I,
+                               c10::cuda::getCurrentCUDAStream(gate_up.device().index()).stream());
+  check_launch("silu_mul", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)gate_up;
+  QUARTET_CHECK(false, std::string("silu_mul: ") + kNoKernels);
+  return {};
+#endif
+}
+
+bool attend_decode_supports(int64_t g, int64_t hd) { return g >= 1 && g <= 8 && hd >= 1 && hd <= 256; }
+
+torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                            const torch::Tensor& bias, int64_t span, double scale) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
+                "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
+  const int64_t B = q.size(0), nh = q.size(1), hd = q.size(2);
+  for (const auto* c : {&k_cache, &v_cache})
+    QUARTET_CHECK(c->device() == q.device() && c->scalar_type() == q.scalar_type() && c->is_contiguous() &&
+                      c->dim() == 4 && c->size(0) >= B && c->size(3) == hd && span >= 1 && span <= c->size(2),
+                  "attend_decode: the caches must be contiguous [rows >= B, nkv, max_len >= span, hd] like q");
+  QUARTET_CHECK(k_cache.sizes() == v_cache.sizes(), "attend_decode: the key and value caches differ in shape");
+  const int64_t nkv = k_cache.size(1);
+  QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(nh / nkv, hd),
+                "attend_decode: needs heads a multiple of the KV heads, at most 8 query heads per KV head, hd <= 256");
+  const int64_t g = nh / nkv;
+  const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
+  QUARTET_CHECK(bias.device() == q.device() && bias.is_contiguous() && bias.numel() == B * nkv * g * span &&
+                    (bias.scalar_type() == q.scalar_type() || bias_f32),
+                "attend_decode: bias must be contiguous [B * nkv, g, span] in q's dtype or float32");
+  auto out = torch::empty_like(q);
+  if (B == 0) return out;
+  const c10::cuda::CUDAGuard guard(q.device());
+  const cudaError_t err = kernels::launch_attend_decode(
+      q.scalar_type() == torch::kBFloat16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+      bias.data_ptr(), out.data_ptr(), static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
+      static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale),
+      c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
+  check_launch("attend_decode", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale;
+  QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
+  return {};
 #endif
 }
 

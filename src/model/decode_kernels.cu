@@ -56,6 +56,236 @@ __global__ void qkv_to_cache_kernel(const T* __restrict__ qkv, const T* __restri
     k_cache[b * cache_row + (h - nh) * cache_head + at] = y;
 }
 
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Residual add and RMSNorm of one decoding step, one block per row of [R, H]: sum = x + a
+// (rounded to T, as ATen's add), normed = w * T(sum * rsqrt(mean(sum²) + eps)) with float32
+// statistics and HF LlamaRMSNorm's rounding (to T before the weight). The sum of squares is
+// reduced in another order than at::rms_norm's, so normed agrees to rounding, not bit for bit.
+template <typename T>
+__global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ a, const T* __restrict__ w,
+                                    T* __restrict__ sum, T* __restrict__ normed, int H, float eps) {
+  __shared__ float partial[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * H;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const T s = store<T>(__fadd_rn(load(x[row + i]), load(a[row + i])));
+    sum[row + i] = s;
+    const float f = load(s);
+    ss += f * f;
+  }
+  ss = warp_sum(ss);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) partial[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    ss = lane < warps ? partial[lane] : 0.f;
+    ss = warp_sum(ss);
+    if (lane == 0) partial[0] = rsqrtf(ss / static_cast<float>(H) + eps);
+  }
+  __syncthreads();
+  const float rstd = partial[0];
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const float n = rounded<T>(__fmul_rn(load(sum[row + i]), rstd));
+    normed[row + i] = store<T>(__fmul_rn(load(w[i]), n));
+  }
+}
+
+// SiLU(gate) × up over the fused gate/up product [R, 2I] into [R, I]: each of the two ATen
+// operations' results rounded to T, as torch.silu then mul do (the same bits).
+template <typename T>
+__global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t R, int64_t I) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= R * I) return;
+  const int64_t r = i / I, c = i % I;
+  const float g = load(gate_up[r * 2 * I + c]);
+  const float s = rounded<T>(g / (1.0f + expf(-g)));
+  out[i] = store<T>(__fmul_rn(s, load(gate_up[r * 2 * I + I + c])));
+}
+
+// One decoding step's attention for one (row, KV head) per block: the g query heads sharing
+// that KV head against the cache's first `span` slots, with the additive mask `bias`
+// [B * nkv, g, span]. Scores, softmax and the weighted sum of values stay in float32 (online
+// softmax over chunks of kChunk slots) and the output is rounded to T once; each key and value
+// is read once. Replaces baddbmm + softmax + bmm (which round scores and probabilities to T).
+// DPL: output dimensions per lane (hd <= 32 * DPL); VEC: key elements per load.
+constexpr int kAttnWarps = 4;
+constexpr int kChunk = 128;
+constexpr int kMaxGroup = 8;
+
+template <int VEC, typename T>
+__device__ __forceinline__ void load_vec(const T* p, float* out) {
+  if constexpr (VEC * sizeof(T) == 16) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) out[v] = load(e[v]);
+  } else {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) out[v] = load(p[v]);
+  }
+}
+
+template <typename T, typename TB, int DPL, int VEC>
+__global__ void __launch_bounds__(kAttnWarps * 32)
+    attend_decode_kernel(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
+                         const TB* __restrict__ bias, T* __restrict__ out, int nkv, int g, int hd, int span,
+                         int64_t cache_row, int64_t cache_head, float scale) {
+  extern __shared__ float smem[];
+  float* qs = smem;                  // [g, hd] the queries in float32
+  float* scores = qs + g * hd;       // [g, kChunk] scores, then probabilities
+  float* stat = scores + g * kChunk;  // m[g], l[g], corr[g]
+  float* part = stat + 3 * kMaxGroup;  // [warps, hd] for the final sum over warps
+  float *m = stat, *l = stat + kMaxGroup, *corr = stat + 2 * kMaxGroup;
+  const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const T* qp = q + static_cast<int64_t>(bk) * g * hd;  // heads kv*g .. kv*g+g-1 of row b
+  const T* kp = k_cache + b * cache_row + kv * cache_head;
+  const T* vp = v_cache + b * cache_row + kv * cache_head;
+  const TB* bp = bias + static_cast<int64_t>(bk) * g * span;
+  for (int i = tid; i < g * hd; i += blockDim.x) qs[i] = load(qp[i]);
+  if (tid < g) m[tid] = -INFINITY, l[tid] = 0.f;
+  float acc[kMaxGroup][DPL];
+#pragma unroll
+  for (int j = 0; j < kMaxGroup; ++j)
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
+  __syncthreads();
+  // Scores: groups of 8 lanes per key, each lane VEC consecutive elements at a time.
+  const int group = tid / 8, sub = tid % 8, groups = blockDim.x / 8;
+  for (int c0 = 0; c0 < span; c0 += kChunk) {
+    const int n = min(kChunk, span - c0);
+    // Every lane runs the same number of rounds (the shuffles need the whole warp).
+    for (int t0 = 0; t0 < n; t0 += groups) {
+      const int t = t0 + group;
+      const bool valid = t < n;
+      const T* krow = kp + static_cast<int64_t>(c0 + t) * hd;
+      float dot[kMaxGroup];
+#pragma unroll
+      for (int j = 0; j < kMaxGroup; ++j) dot[j] = 0.f;
+      for (int e0 = sub * VEC; valid && e0 < hd; e0 += 8 * VEC) {
+        float kf[VEC];
+        load_vec<VEC>(krow + e0, kf);
+#pragma unroll
+        for (int j = 0; j < kMaxGroup; ++j)
+          if (j < g)
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) dot[j] = fmaf(qs[j * hd + e0 + v], kf[v], dot[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxGroup; ++j) {
+        if (j >= g) break;
+        float d = dot[j];
+        d += __shfl_xor_sync(0xffffffffu, d, 4);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        if (valid && sub == 0) scores[j * kChunk + t] = d * scale + load(bp[j * span + c0 + t]);
+      }
+    }
+    __syncthreads();
+    // Online softmax: the chunk's maximum, its probabilities, the rescaling of what came before.
+    for (int j = warp; j < g; j += kAttnWarps) {
+      float mx = -INFINITY;
+      for (int t = lane; t < n; t += 32) mx = fmaxf(mx, scores[j * kChunk + t]);
+      mx = warp_max(mx);
+      const float m_old = m[j], m_new = fmaxf(m_old, mx);
+      float s = 0.f;
+      for (int t = lane; t < n; t += 32) {
+        const float p = m_new == -INFINITY ? 0.f : expf(scores[j * kChunk + t] - m_new);
+        scores[j * kChunk + t] = p;
+        s += p;
+      }
+      s = warp_sum(s);
+      if (lane == 0) {
+        const float c = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+        corr[j] = c;
+        l[j] = l[j] * c + s;
+        m[j] = m_new;
+      }
+    }
+    __syncthreads();
+    // Probabilities times values: warps take slots in turn, each lane DPL consecutive dimensions.
+#pragma unroll
+    for (int j = 0; j < kMaxGroup; ++j)
+      if (j < g)
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[j][i] *= corr[j];
+    for (int t = warp; t < n; t += kAttnWarps) {
+      const T* vrow = vp + static_cast<int64_t>(c0 + t) * hd;
+      float vf[DPL];
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) {
+        const int d = lane * DPL + i;
+        vf[i] = d < hd ? load(vrow[d]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxGroup; ++j)
+        if (j < g) {
+          const float p = scores[j * kChunk + t];
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) acc[j][i] = fmaf(p, vf[i], acc[j][i]);
+        }
+    }
+    __syncthreads();  // the next chunk's scores overwrite these probabilities
+  }
+  // The warps' partial sums, one query head at a time.
+  T* op = out + static_cast<int64_t>(bk) * g * hd;
+#pragma unroll
+  for (int j = 0; j < kMaxGroup; ++j) {
+    if (j >= g) break;
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) {
+      const int d = lane * DPL + i;
+      if (d < hd) part[warp * hd + d] = acc[j][i];
+    }
+    __syncthreads();
+    for (int d = tid; d < hd; d += blockDim.x) {
+      float s = 0.f;
+      for (int w = 0; w < kAttnWarps; ++w) s += part[w * hd + d];
+      op[j * hd + d] = store<T>(s / l[j]);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T, typename TB, int DPL>
+cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, void* out, int B, int nkv,
+                          int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
+                          cudaStream_t stream) {
+  const size_t shared = sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * kChunk +
+                                         3 * kMaxGroup + static_cast<size_t>(kAttnWarps) * hd);
+  constexpr int kVec = 16 / sizeof(T);
+  const dim3 grid(static_cast<unsigned>(B * nkv)), block(kAttnWarps * 32);
+  // 16-byte loads of keys need hd to be a multiple of 8 such loads.
+  if (hd % (8 * kVec) == 0)
+    attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
+        static_cast<T*>(out), nkv, g, hd, span, cache_row, cache_head, scale);
+  else
+    attend_decode_kernel<T, TB, DPL, 1><<<grid, block, shared, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
+        static_cast<T*>(out), nkv, g, hd, span, cache_row, cache_head, scale);
+  return cudaGetLastError();
+}
+
+template <typename T, typename TB>
+cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, void* out, int B,
+                              int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
+                              cudaStream_t stream) {
+  if (hd <= 32) return launch_attend<T, TB, 1>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
+  if (hd <= 64) return launch_attend<T, TB, 2>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
+  if (hd <= 128) return launch_attend<T, TB, 4>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
+  return launch_attend<T, TB, 8>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
+}
+
 }  // namespace
 
 cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, const void* sin_signed,
@@ -77,6 +307,49 @@ cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, con
         cache_row, cache_head, rotate);
   }
   return cudaGetLastError();
+}
+
+cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
+                                int H, float eps, cudaStream_t stream) {
+  const int threads = H >= 1024 ? 512 : 128;
+  if (bf16) {
+    using T = __nv_bfloat16;
+    add_rms_norm_kernel<T><<<R, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(a),
+                                                      static_cast<const T*>(w), static_cast<T*>(sum),
+                                                      static_cast<T*>(normed), H, eps);
+  } else {
+    add_rms_norm_kernel<float><<<R, threads, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(a),
+                                                          static_cast<const float*>(w), static_cast<float*>(sum),
+                                                          static_cast<float*>(normed), H, eps);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream) {
+  const int threads = 256;
+  const unsigned blocks = static_cast<unsigned>((R * I + threads - 1) / threads);
+  if (bf16) {
+    using T = __nv_bfloat16;
+    silu_mul_kernel<T><<<blocks, threads, 0, stream>>>(static_cast<const T*>(gate_up), static_cast<T*>(out), R, I);
+  } else {
+    silu_mul_kernel<float><<<blocks, threads, 0, stream>>>(static_cast<const float*>(gate_up), static_cast<float*>(out),
+                                                           R, I);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
+                                 const void* bias, void* out, int B, int nkv, int g, int hd, int span,
+                                 int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream) {
+  if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
+  if (!bf16)
+    return launch_attend_dpl<float, float>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale,
+                                           stream);
+  if (bias_f32)
+    return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head,
+                                                   scale, stream);
+  return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row,
+                                                         cache_head, scale, stream);
 }
 
 }  // namespace kernels

@@ -180,6 +180,12 @@ torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts) {
   return first.as_strided({rows, cols}, {cols, 1});
 }
 
+// A decoding step on quartet's own device kernels (model/decode_kernels.hpp) rather than ATen's.
+bool decode_kernels_for(const torch::Tensor& x) {
+  return x.is_cuda() && decode_kernels_enabled() &&
+         (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32);
+}
+
 torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   if (act == "silu" || act == "swish") return torch::silu(x);
   if (act == "gelu") return torch::gelu(x);
@@ -321,8 +327,7 @@ class AttentionImpl : public torch::nn::Module {
       }
     }
     if (!w.defined()) return {};
-    if (c_.family == Family::llama && x.is_cuda() && s.sin_signed.defined() && decode_kernels_enabled() &&
-        (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32)) {
+    if (c_.family == Family::llama && s.sin_signed.defined() && decode_kernels_for(x)) {
       // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
       // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
       auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
@@ -373,6 +378,15 @@ class AttentionImpl : public torch::nn::Module {
   // and values already written): q [B * nkv, g, hd], the g query heads of each KV head as rows.
   torch::Tensor attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer) {
     const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+    if (decode_kernels_for(q) && attend_decode_supports(nh / nkv, hd)) {
+      // One kernel reads each cached key and value once and keeps scores and probabilities in
+      // float32 (GPT-J's float32 attention included); the ATen path below takes three.
+      auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
+                               s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale);
+      return project_out(out.view({B, 1, nh * hd}));
+    }
     auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
     auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
     auto qg = q;
@@ -383,13 +397,11 @@ class AttentionImpl : public torch::nn::Module {
       keys = keys.to(torch::kFloat32);
       values = values.to(torch::kFloat32);
     }
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
     // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the step's additive mask),
     // softmax in float32, then probabilities times values. Measured against the fused SDPA
     // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
     // step for the 886M benchmark model (bench/RESULTS.md).
     const int64_t g = nh / nkv, S = s.span;
-    const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
     auto scores = at::baddbmm(bias, qg, keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0, scale);
     // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
     // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
@@ -436,6 +448,7 @@ class MlpImpl : public torch::nn::Module {
         auto w = adjacent_rows({gate_->weight, up_->weight});
         if (w.defined()) {
           auto gate_up = torch::linear(x, w);
+          if (c_.activation == "silu" && decode_kernels_for(gate_up)) return down_(silu_mul(gate_up));
           const int64_t i = c_.intermediate_size;
           return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
         }
@@ -494,6 +507,12 @@ class BlockImpl : public torch::nn::Module {
     }
     auto a = attn_(ln1_(x), s, layer);
     if (c_.parallel_residual) return mlp_->forward(ln2_(x), decode) + a + x;  // NeoX use_parallel_residual
+    if (decode && c_.family == Family::llama && !torch::GradMode::is_enabled() && decode_kernels_for(x) &&
+        x.is_contiguous() && a.is_contiguous() && ln2_->weight.scalar_type() == x.scalar_type()) {
+      // The residual add and the RMSNorm after it in one kernel.
+      auto [y, h] = add_rms_norm(x, a, ln2_->weight, c_.norm_eps);
+      return y + mlp_->forward(h, decode);
+    }
     auto y = x + a;
     return y + mlp_->forward(ln2_(y), decode);
   }

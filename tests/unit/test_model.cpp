@@ -654,12 +654,16 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuGraphs,
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuGraphs);
 
-// On a GPU: quartet's decode kernel (model/decode_kernels.hpp: rotary, query layout and cache
-// writes in one) gives the same bits as the ATen operations it replaces: the step's logits and
-// the cache it leaves, and greedy tokens over many steps with CUDA graphs.
+// On a GPU: quartet's decode kernels (model/decode_kernels.hpp: rotary + query layout + cache
+// writes, attention, residual add + RMSNorm, SiLU x up) against the ATen operations they
+// replace, in one decoding step of every tiny causal LM. The first layer's cache is written
+// before any of the rounding changes, so it must be the same bits; the logits in float32 must
+// agree to float32 rounding; in bfloat16 the kernels (float32 attention and statistics) must be
+// no less accurate than ATen against the float32 step; and 24 greedy float32 tokens with CUDA
+// graphs must be the same.
 class GpuKernels : public Parity {};
 
-TEST_P(GpuKernels, DecodeStepSameBitsWithOrWithoutKernels) {
+TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
   if (ref_->head != Head::causal_lm) GTEST_SKIP() << "not a causal LM";
   ASSERT_TRUE(quartet::decode_kernels_enabled()) << "this CUDA build has no decode kernels (no CUDA compiler?)";
   const torch::Device cuda(torch::kCUDA, 0);
@@ -667,44 +671,52 @@ TEST_P(GpuKernels, DecodeStepSameBitsWithOrWithoutKernels) {
   const auto next = ref_->get("gen_tokens").slice(1, 0, 1).to(cuda);
   const int64_t B = prompt.size(0), T = prompt.size(1);
   const auto mask = torch::cat({prompt_mask, torch::ones({B, 1}, prompt_mask.options())}, 1);
+  struct Out {
+    torch::Tensor logits;
+    quartet::KVCache cache;
+  };
+  torch::NoGradGuard no_grad;
+  auto step = [&](quartet::Transformer& model, bool kernels) {
+    quartet::set_decode_kernels(kernels);
+    Out o{torch::Tensor(), model->make_cache(B, T + 1)};
+    model->forward(prompt, prompt_mask, &o.cache);
+    o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
+                                  mask.to(torch::kBool), o.cache, T + 1);
+    quartet::set_decode_kernels(true);
+    return o;
+  };
+  auto fp32 = quartet::load_model(ref_->dir, Head::causal_lm, torch::kFloat32, cuda);
+  fp32->eval();
+  const Out exact = step(fp32, false);
   for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
     model->eval();
-    torch::NoGradGuard no_grad;
-    struct Out {
-      torch::Tensor logits;
-      quartet::KVCache cache;
-    };
-    auto step = [&](bool kernels) {
-      quartet::set_decode_kernels(kernels);
-      Out o{torch::Tensor(), model->make_cache(B, T + 1)};
-      model->forward(prompt, prompt_mask, &o.cache);
-      o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
-                                    mask.to(torch::kBool), o.cache, T + 1);
-      return o;
-    };
-    const auto with = step(true), without = step(false);
+    const auto with = step(model, true), without = step(model, false);
     const std::string what = dtype == torch::kFloat32 ? "fp32" : "bf16";
-    EXPECT_TRUE(torch::equal(with.logits, without.logits)) << what << ": logits differ by up to "
-        << (with.logits.to(torch::kFloat) - without.logits.to(torch::kFloat)).abs().max().item<double>();
-    for (size_t l = 0; l < with.cache.k.size(); ++l) {
-      EXPECT_TRUE(torch::equal(with.cache.k[l], without.cache.k[l])) << what << ": keys of layer " << l;
-      EXPECT_TRUE(torch::equal(with.cache.v[l], without.cache.v[l])) << what << ": values of layer " << l;
-    }
-    quartet::SamplingParams p;
-    p.temperature = 0.0;
-    p.max_new_tokens = 24;
-    p.span_bucket = 8;
-    p.pad_id = model->config().pad_token_id.value_or(0);
-    p.cuda_graphs = true;
-    quartet::set_decode_kernels(true);
-    auto a = quartet::generate(model, prompt, prompt_mask, p);
-    quartet::set_decode_kernels(false);
-    auto b = quartet::generate(model, prompt, prompt_mask, p);
-    quartet::set_decode_kernels(true);
-    EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << what << ": greedy tokens with the kernel:\n"
-                                                  << a.tokens.slice(1, T) << "\nwithout:\n" << b.tokens.slice(1, T);
+    EXPECT_TRUE(torch::equal(with.cache.k[0], without.cache.k[0])) << what << ": keys of layer 0";
+    EXPECT_TRUE(torch::equal(with.cache.v[0], without.cache.v[0])) << what << ": values of layer 0";
+    const double err_with = relative_error(with.logits, exact.logits),
+                 err_without = relative_error(without.logits, exact.logits);
+    std::printf("[kernels] %-28s %s: logits vs the float32 ATen step: with kernels %.3e, without %.3e\n",
+                ref_->name.c_str(), what.c_str(), err_with, err_without);
+    std::fflush(stdout);
+    if (dtype == torch::kFloat32)
+      EXPECT_LE(relative_error(with.logits, without.logits), 1e-5) << "fp32 logits differ beyond rounding";
+    else
+      EXPECT_LE(err_with, 1.25 * err_without + 1e-3) << "bf16: the kernels are less accurate than ATen";
   }
+  quartet::SamplingParams p;
+  p.temperature = 0.0;
+  p.max_new_tokens = 24;
+  p.span_bucket = 8;
+  p.pad_id = fp32->config().pad_token_id.value_or(0);
+  p.cuda_graphs = true;
+  auto a = quartet::generate(fp32, prompt, prompt_mask, p);
+  quartet::set_decode_kernels(false);
+  auto b = quartet::generate(fp32, prompt, prompt_mask, p);
+  quartet::set_decode_kernels(true);
+  EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "fp32 greedy tokens with the kernels:\n"
+                                                << a.tokens.slice(1, T) << "\nwithout:\n" << b.tokens.slice(1, T);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuKernels,

@@ -3,8 +3,11 @@
 // would spend several small kernels on work that moves a few hundred kilobytes. Built when
 // CMake finds a CUDA compiler; used on CUDA tensors unless switched off (QUARTET_DECODE_KERNELS=0
 // in the environment, or set_decode_kernels(false)). Every kernel rounds exactly as the ATen
-// operations it replaces, so the switch does not change results (tests compare bit for bit).
+// operations it replaces, or computes in float32 what they round in between (attention, the
+// RMSNorm's statistics): the switch changes results at most by rounding (tests check which).
 #include <torch/types.h>
+
+#include <utility>
 
 namespace quartet {
 
@@ -21,5 +24,22 @@ void set_decode_kernels(bool on);
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                   const torch::Tensor& slot, const torch::Tensor& q_out, const torch::Tensor& k_cache,
                   const torch::Tensor& v_cache, int64_t nh, int64_t nkv, int64_t hd);
+
+// Residual add and RMSNorm of a decoding step: x, a [R, H] and weight [H] (float32 or bfloat16,
+// contiguous, on CUDA) to {x + a (ATen's bits), RMSNorm(x + a) * weight with float32 statistics}.
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
+                                                     const torch::Tensor& weight, double eps);
+
+// SiLU(gate) * up from the fused gate/up product [R, 2I] (gate first): [R, I], the same bits as
+// torch::silu then mul.
+torch::Tensor silu_mul(const torch::Tensor& gate_up);
+
+// One decoding step's attention: queries q [B, nkv * g, hd] (the g query heads of each KV head
+// adjacent) over the first `span` slots of k_cache, v_cache [rows >= B, nkv, max_len, hd], with
+// the additive mask bias [B * nkv, g, span] (the model's dtype, or float32). Float32 inside,
+// [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256.
+bool attend_decode_supports(int64_t g, int64_t hd);
+torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                            const torch::Tensor& bias, int64_t span, double scale);
 
 }  // namespace quartet

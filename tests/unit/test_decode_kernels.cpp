@@ -1,0 +1,140 @@
+// quartet's decoding kernels (model/decode_kernels.hpp), each against what it replaces, on random
+// tensors: the same bits where the kernel rounds as ATen does (SiLU x up, the residual sum), and
+// within the rounding of the output dtype of a float64 reference where it computes more in
+// float32 than ATen (attention, the RMSNorm). Needs a GPU; on a machine without one the suite
+// is empty (the CPU paths are covered by test_model's parity tests).
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "quartet/model/decode_kernels.hpp"
+
+namespace {
+
+const torch::Device kCuda(torch::kCUDA, 0);
+
+double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
+
+class DecodeKernels : public ::testing::TestWithParam<torch::Dtype> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(quartet::decode_kernels_enabled()) << "this CUDA build has no decode kernels (no CUDA compiler?)";
+    torch::manual_seed(1234);
+  }
+  torch::Dtype dtype() const { return GetParam(); }
+  // float32: float32 rounding; bfloat16: a few units of its 8-bit mantissa.
+  double tolerance() const { return dtype() == torch::kFloat32 ? 2e-5 : 1.6e-2; }
+};
+
+TEST_P(DecodeKernels, SiluMulSameBitsAsAten) {
+  for (int64_t I : {1, 37, 5632}) {
+    auto gate_up = torch::randn({5, 1, 2 * I}, torch::TensorOptions().dtype(dtype()).device(kCuda)) * 4;
+    auto expected = torch::silu(gate_up.narrow(-1, 0, I)) * gate_up.narrow(-1, I, I);
+    auto got = quartet::silu_mul(gate_up);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::equal(got, expected)) << "I = " << I << ": differ by up to "
+                                             << max_abs(got.to(torch::kFloat) - expected.to(torch::kFloat));
+  }
+}
+
+TEST_P(DecodeKernels, AddRmsNormMatchesHFFormula) {
+  const double eps = 1e-5;
+  for (int64_t H : {16, 64, 2048, 5120}) {
+    auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+    auto x = torch::randn({7, 1, H}, opts) * 3, a = torch::randn({7, 1, H}, opts);
+    auto w = torch::rand({H}, opts) + 0.5;
+    auto [sum, normed] = quartet::add_rms_norm(x, a, w, eps);
+    EXPECT_TRUE(torch::equal(sum, x + a)) << "H = " << H << ": the residual sum is not ATen's";
+    // HF's LlamaRMSNorm on the (rounded) sum, in float64.
+    auto s = sum.to(torch::kDouble);
+    auto expected = w.to(torch::kDouble) * (s * torch::rsqrt(s.pow(2).mean(-1, true) + eps));
+    const double err = max_abs(normed.to(torch::kDouble) - expected) / max_abs(expected);
+    EXPECT_LE(err, tolerance()) << "H = " << H;
+    // And as close to at::rms_norm as that is to the float64 formula, give or take a rounding.
+    const auto aten = at::rms_norm(sum, {H}, w, eps);
+    const double aten_err = max_abs(aten.to(torch::kDouble) - expected) / max_abs(expected);
+    EXPECT_LE(err, aten_err + tolerance()) << "H = " << H;
+  }
+}
+
+// softmax(scale q k^T + bias) v in float64, q [B, nkv * g, hd], caches [rows, nkv, L, hd].
+torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& kc, const torch::Tensor& vc,
+                                  const torch::Tensor& bias, int64_t span, double scale) {
+  const int64_t B = q.size(0), nkv = kc.size(1), g = q.size(1) / nkv, hd = q.size(2);
+  auto qd = q.to(torch::kDouble).view({B, nkv, g, hd});
+  auto k = kc.narrow(0, 0, B).narrow(2, 0, span).to(torch::kDouble);  // [B, nkv, S, hd]
+  auto v = vc.narrow(0, 0, B).narrow(2, 0, span).to(torch::kDouble);
+  auto scores = torch::matmul(qd, k.transpose(2, 3)) * scale + bias.to(torch::kDouble).view({B, nkv, g, span});
+  return torch::matmul(scores.softmax(-1), v).view({B, nkv * g, hd});
+}
+
+TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
+  struct Case {
+    int64_t B, nkv, g, hd, max_len, span;
+  };
+  // Spans shorter than, equal to and several times the kernel's chunk of 128 slots; head sizes
+  // that take the vectorised and the scalar key loads; 1 to 8 query heads per KV head.
+  const std::vector<Case> cases{{3, 2, 2, 16, 40, 33},  {2, 4, 1, 64, 300, 300}, {64, 8, 2, 128, 256, 200},
+                                {1, 1, 8, 128, 600, 517}, {2, 2, 4, 256, 130, 129}, {3, 1, 3, 48, 20, 1}};
+  for (const auto& c : cases) {
+    for (bool bias_f32 : {false, true}) {
+      if (bias_f32 && dtype() == torch::kFloat32) continue;  // float32 bias is the model's own then
+      SCOPED_TRACE("B " + std::to_string(c.B) + " nkv " + std::to_string(c.nkv) + " g " + std::to_string(c.g) +
+                   " hd " + std::to_string(c.hd) + " span " + std::to_string(c.span) +
+                   (bias_f32 ? " float32 bias" : ""));
+      auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+      const int64_t rows = c.B + 1;  // a cache with more rows than the batch, as generation keeps
+      auto kc = torch::randn({rows, c.nkv, c.max_len, c.hd}, opts), vc = torch::randn({rows, c.nkv, c.max_len, c.hd}, opts);
+      auto q = torch::randn({c.B, c.nkv * c.g, c.hd}, opts) * 2;
+      // Every row masks a random quarter of its slots; row 0 also everything before the last
+      // slot of a 130-slot prefix (whole chunks of -inf before the first visible slot). A row
+      // always sees its last slot, as in generation.
+      auto visible = torch::rand({c.B, c.span}, torch::TensorOptions().device(kCuda)) > 0.25;
+      if (c.span > 1) visible[0].narrow(0, 0, std::min<int64_t>(c.span - 1, 130)).fill_(false);
+      visible.narrow(1, c.span - 1, 1).fill_(true);
+      auto bias = torch::zeros({c.B, 1, 1, c.span}, opts.dtype(bias_f32 ? torch::kFloat32 : dtype()))
+                      .masked_fill_(visible.logical_not().view({c.B, 1, 1, c.span}),
+                                    -std::numeric_limits<float>::infinity())
+                      .expand({c.B, c.nkv, c.g, c.span})
+                      .reshape({c.B * c.nkv, c.g, c.span});
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.hd));
+      auto got = quartet::attend_decode(q, kc, vc, bias, c.span, scale);
+      ASSERT_EQ(got.sizes(), q.sizes());
+      ASSERT_EQ(got.scalar_type(), dtype());
+      auto expected = attention_reference(q, kc, vc, bias, c.span, scale);
+      EXPECT_TRUE(torch::isfinite(got).all().item<bool>());
+      const double err = max_abs(got.to(torch::kDouble) - expected) / max_abs(expected);
+      EXPECT_LE(err, tolerance());
+    }
+  }
+}
+
+TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
+  auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+  auto kc = torch::zeros({2, 1, 8, 16}, opts);
+  auto bias = torch::zeros({2, 9, 8}, opts);
+  EXPECT_FALSE(quartet::attend_decode_supports(9, 16));
+  EXPECT_FALSE(quartet::attend_decode_supports(1, 512));
+  EXPECT_THROW(quartet::attend_decode(torch::zeros({2, 9, 16}, opts), kc, kc, bias, 8, 1.0), std::exception);
+  EXPECT_THROW(quartet::attend_decode(torch::zeros({2, 1, 16}, opts), kc, kc, torch::zeros({2, 1, 7}, opts), 8, 1.0),
+               std::exception);
+  EXPECT_THROW(quartet::silu_mul(torch::zeros({2, 3}, opts)), std::exception);
+  EXPECT_THROW(quartet::add_rms_norm(torch::zeros({2, 4}, opts), torch::zeros({2, 5}, opts), torch::ones({4}, opts), 1e-5),
+               std::exception);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, DecodeKernels,
+                         ::testing::ValuesIn(torch::cuda::is_available()
+                                                 ? std::vector<torch::Dtype>{torch::kFloat32, torch::kBFloat16}
+                                                 : std::vector<torch::Dtype>{}),
+                         [](const ::testing::TestParamInfo<torch::Dtype>& i) {
+                           return std::string(i.param == torch::kFloat32 ? "fp32" : "bf16");
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DecodeKernels);
+
+}  // namespace
