@@ -149,6 +149,10 @@ int main(int argc, char** argv) {
   rows.push_back({"greedy, eager (no graphs)", p});
   p.cuda_graphs = true;
   rows.push_back({"greedy, CUDA graphs", p});
+  SamplingParams ppo = p;  // PPO's sampling: T = 1, nothing cut
+  ppo.temperature = 1.0;
+  ppo.seed = 7;
+  rows.push_back({"sampled T=1 (PPO's), graphs", ppo});
   p.temperature = 1.0;
   p.top_p = 0.95;
   p.seed = 7;
@@ -159,13 +163,11 @@ int main(int argc, char** argv) {
   rows.push_back({"sampled, 400 stop ids, graphs", p});
 
   std::printf("\nprompt forward (+1 token): %.1f ms\n\n", prefill_s * 1e3);
-  std::printf("| %-30s | total ms | decode ms | ms/step | new tok/s | graphs | shrinks | roofline |\n", "run");
+  std::printf("| %-34s | total ms | decode ms | ms/step | new tok/s | graphs | shrinks | roofline |\n", "run");
   std::printf("|%s|---------:|----------:|--------:|----------:|-------:|--------:|---------:|\n",
-              std::string(32, '-').c_str());
-  torch::Tensor eager_tokens;
-  bool equal = true;
-  for (const auto& row : rows) {
-    Run r = timed(model, ids, mask, row.params, a.reps);
+              std::string(36, '-').c_str());
+  // One table row; `note` replaces the roofline column.
+  auto print_row = [&](const std::string& name, const Run& r, const std::string& note) {
     const auto& st = r.g.stats;
     const int64_t new_tokens = r.g.new_lengths.sum().item<int64_t>();
     // The floor: every step reads the weights and its rows' cached keys and values (with the
@@ -176,23 +178,36 @@ int main(int argc, char** argv) {
     for (int64_t k = 1; k <= st.steps; ++k) kv += avg_rows * static_cast<double>(a.prompt + k) * kv_token_bytes;
     const double floor_s = (steps * weight_bytes + kv) / kHbmBytesPerS;
     const double decode_s = std::max(1e-9, r.seconds - prefill_s);
-    std::printf("| %-30s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %7.1f%% |\n", row.name.c_str(),
-                r.seconds * 1e3, decode_s * 1e3, steps > 0 ? decode_s * 1e3 / steps : 0.0,
-                new_tokens / r.seconds, (long long)st.graphs_captured, (long long)st.compactions,
-                100.0 * floor_s / decode_s);
+    char roof[32];
+    std::snprintf(roof, sizeof roof, "%7.1f%%", 100.0 * floor_s / decode_s);
+    std::printf("| %-34s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", name.c_str(), r.seconds * 1e3,
+                decode_s * 1e3, steps > 0 ? decode_s * 1e3 / steps : 0.0, new_tokens / r.seconds,
+                (long long)st.graphs_captured, (long long)st.compactions, note.empty() ? roof : note.c_str());
+  };
+  torch::Tensor eager_tokens;
+  std::vector<torch::Tensor> row_tokens;
+  bool equal = true;
+  for (const auto& row : rows) {
+    Run r = timed(model, ids, mask, row.params, a.reps);
+    print_row(row.name, r, "");
+    row_tokens.push_back(r.g.tokens);
     if (row.name.rfind("greedy, eager", 0) == 0) eager_tokens = r.g.tokens;
     if (row.name.rfind("greedy, CUDA", 0) == 0) equal = torch::equal(eager_tokens, r.g.tokens);
   }
-  // The same greedy run without quartet's decode kernel (ATen operations only), for its share.
+  // Greedy and PPO's sampling on ATen operations alone (no quartet kernel), for the kernels'
+  // share; the note is the fraction of new tokens that agree with the kernels' run (in bf16 the
+  // kernels round differently, so greedy paths may part after a near-tie).
   if (decode_kernels_enabled() && dev.is_cuda()) {
-    set_decode_kernels(false);
-    Run r = timed(model, ids, mask, rows[1].params, a.reps);
-    set_decode_kernels(true);
-    const double decode_s = std::max(1e-9, r.seconds - prefill_s);
-    std::printf("| %-30s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", "greedy, graphs, no quartet kernel",
-                r.seconds * 1e3, decode_s * 1e3, r.g.stats.steps > 0 ? decode_s * 1e3 / r.g.stats.steps : 0.0,
-                r.g.new_lengths.sum().item<int64_t>() / r.seconds, (long long)r.g.stats.graphs_captured,
-                (long long)r.g.stats.compactions, torch::equal(r.g.tokens, eager_tokens) ? "same" : "DIFFER");
+    for (size_t i : {size_t{1}, size_t{2}}) {
+      set_decode_kernels(false);
+      Run r = timed(model, ids, mask, rows[i].params, a.reps);
+      set_decode_kernels(true);
+      const auto news = [&](const torch::Tensor& t) { return t.slice(1, a.prompt); };
+      char note[32];
+      std::snprintf(note, sizeof note, "%.0f%% same",
+                    100.0 * news(r.g.tokens).eq(news(row_tokens[i])).to(torch::kDouble).mean().item<double>());
+      print_row(rows[i].name.substr(0, rows[i].name.find(',')) + ", graphs, no quartet kernel", r, note);
+    }
   }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.
@@ -205,12 +220,7 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < dst.size(); ++i) dst[i].set_data(src[i].clone());
     }
     loose->eval();
-    Run r = timed(loose, ids, mask, rows[1].params, a.reps);
-    const double decode_s = std::max(1e-9, r.seconds - prefill_s);
-    std::printf("| %-30s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", "greedy, graphs, unfused q/k/v",
-                r.seconds * 1e3, decode_s * 1e3, r.g.stats.steps > 0 ? decode_s * 1e3 / r.g.stats.steps : 0.0,
-                r.g.new_lengths.sum().item<int64_t>() / r.seconds, (long long)r.g.stats.graphs_captured,
-                (long long)r.g.stats.compactions, "");
+    print_row("greedy, graphs, unfused q/k/v", timed(loose, ids, mask, rows[1].params, a.reps), " ");
   }
   if (dev.is_cuda()) head_gemms(model, a.batch, dev);
   std::printf("\nweights %.2f GB/step, KV cache %.1f KB per token; peak device memory %.2f GiB\n",

@@ -22,6 +22,8 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, void* out, int B, int nkv, int g, int hd, int span,
                                  int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream);
+cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
+                               int64_t* out, cudaStream_t stream);
 }
 #endif
 
@@ -183,6 +185,30 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
 #else
   (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
+  return {};
+#endif
+}
+
+torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,
+                "sample_race: logits must be a float32 or bfloat16 CUDA tensor [B, V] with unit stride along V");
+  QUARTET_CHECK(race.device() == logits.device() && race.scalar_type() == torch::kFloat32 && race.is_contiguous() &&
+                    race.sizes() == logits.sizes(),
+                "sample_race: race must be a contiguous float32 tensor shaped like logits");
+  QUARTET_CHECK(temperature > 0, "sample_race: the temperature must be positive");
+  auto out = torch::empty({logits.size(0)}, logits.options().dtype(torch::kLong));
+  if (logits.size(0) == 0) return out;
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const cudaError_t err = kernels::launch_sample_race(
+      logits.scalar_type() == torch::kBFloat16, logits.data_ptr(), logits.stride(0), race.data_ptr<float>(),
+      static_cast<int>(logits.size(0)), static_cast<int>(logits.size(1)), static_cast<float>(temperature),
+      out.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream(logits.device().index()).stream());
+  check_launch("sample_race", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)logits, (void)race, (void)temperature;
+  QUARTET_CHECK(false, std::string("sample_race: ") + kNoKernels);
   return {};
 #endif
 }

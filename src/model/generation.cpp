@@ -20,6 +20,7 @@
 #endif
 
 #include "quartet/core/check.hpp"
+#include "quartet/model/decode_kernels.hpp"
 
 namespace quartet {
 
@@ -32,6 +33,13 @@ torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator&
   if (p.vocab_limit > 0 && p.vocab_limit < logits.size(-1))
     logits = logits.narrow(-1, 0, p.vocab_limit);  // ids past the tokenizer's are never picked
   if (p.temperature == 0.0) return logits.argmax(-1);
+  if (p.top_k <= 0 && p.top_p >= 1.0 && logits.is_cuda() && decode_kernels_enabled() &&
+      (logits.scalar_type() == torch::kFloat32 || logits.scalar_type() == torch::kBFloat16) && logits.dim() == 2 &&
+      logits.stride(1) == 1) {
+    // Plain sampling (PPO's): the race below in one kernel, on the same Exp(1) draws.
+    auto race = torch::empty(logits.sizes(), logits.options().dtype(torch::kFloat32)).exponential_(1.0, gen);
+    return sample_race(logits, race, p.temperature);
+  }
   logits = logits.to(torch::kFloat32);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (p.temperature != 1.0) logits = logits / p.temperature;

@@ -114,6 +114,37 @@ TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
   }
 }
 
+// The one-pass race picks the token that ATen's softmax / Exp(1) race picks on the same draws,
+// over a narrowed (vocab_limit) view of the logits.
+TEST_P(DecodeKernels, SampleRaceSameTokensAsSoftmaxRace) {
+  auto full = torch::randn({64, 1200}, torch::TensorOptions().dtype(dtype()).device(kCuda)) * 3;
+  auto logits = full.narrow(1, 0, 1000);
+  for (double t : {1.0, 0.7}) {
+    auto race = torch::empty({64, 1000}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+    auto expected = (logits.to(torch::kFloat32) / t).softmax(-1).div(race).argmax(-1);
+    auto got = quartet::sample_race(logits, race, t);
+    EXPECT_TRUE(torch::equal(got, expected)) << "t = " << t << ": " << got.ne(expected).sum().item<int64_t>()
+                                             << " of 64 rows differ";
+  }
+}
+
+// Drawn 200,000 times from softmax([0, 1, 2, -inf, 0.5]): each frequency within 5 standard
+// deviations of its probability, and the -inf token never.
+TEST_P(DecodeKernels, SampleRaceDrawsFromTheSoftmax) {
+  const int64_t n = 200000;
+  const float inf = std::numeric_limits<float>::infinity();
+  auto row = torch::tensor({0.f, 1.f, 2.f, -inf, 0.5f}).to(kCuda, dtype());
+  auto logits = row.view({1, 5}).expand({n, 5}).contiguous();
+  auto race = torch::empty({n, 5}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+  auto counts = torch::bincount(quartet::sample_race(logits, race, 1.0), {}, 5).to(torch::kCPU, torch::kDouble);
+  auto p = row.to(torch::kCPU, torch::kDouble).softmax(0);
+  for (int i = 0; i < 5; ++i) {
+    const double pi = p[i].item<double>(), got = counts[i].item<double>() / n;
+    EXPECT_LE(std::abs(got - pi), 5 * std::sqrt(pi * (1 - pi) / n) + 1e-12) << "token " << i << ": " << got << " vs " << pi;
+  }
+  EXPECT_EQ(counts[3].item<double>(), 0.0);
+}
+
 TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
   auto kc = torch::zeros({2, 1, 8, 16}, opts);
@@ -124,6 +155,10 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   EXPECT_THROW(quartet::attend_decode(torch::zeros({2, 1, 16}, opts), kc, kc, torch::zeros({2, 1, 7}, opts), 8, 1.0),
                std::exception);
   EXPECT_THROW(quartet::silu_mul(torch::zeros({2, 3}, opts)), std::exception);
+  EXPECT_THROW(quartet::sample_race(torch::zeros({2, 3}, opts), torch::ones({2, 4}, opts.dtype(torch::kFloat32)), 1.0),
+               std::exception);
+  EXPECT_THROW(quartet::sample_race(torch::zeros({2, 3}, opts), torch::ones({2, 3}, opts.dtype(torch::kFloat32)), 0.0),
+               std::exception);
   EXPECT_THROW(quartet::add_rms_norm(torch::zeros({2, 4}, opts), torch::zeros({2, 5}, opts), torch::ones({4}, opts), 1e-5),
                std::exception);
 }

@@ -42,4 +42,9 @@ bool attend_decode_supports(int64_t g, int64_t hd);
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale);
 
+// One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
+// stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
+// the token that the exponential race argmax_i softmax_i / race_i picks, in one kernel. int64 [B].
+torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature);
+
 }  // namespace quartet
