@@ -20,8 +20,9 @@ cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const v
                                 int H, float eps, cudaStream_t stream);
 cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, void* out, int B, int nkv, int g, int hd, int span,
-                                 int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream);
+                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, int B, int nkv, int g,
+                                 int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
+                                 cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
 }
@@ -169,15 +170,17 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
                 "attend_decode: needs heads a multiple of the KV heads, at most 8 query heads per KV head, hd <= 256");
   const int64_t g = nh / nkv;
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
-  QUARTET_CHECK(bias.device() == q.device() && bias.is_contiguous() && bias.numel() == B * nkv * g * span &&
+  // Any strides over rows and query heads (an expanded or viewed mask), unit stride over slots.
+  QUARTET_CHECK(bias.device() == q.device() && bias.dim() == 3 && bias.size(0) == B * nkv && bias.size(1) == g &&
+                    bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
                     (bias.scalar_type() == q.scalar_type() || bias_f32),
-                "attend_decode: bias must be contiguous [B * nkv, g, span] in q's dtype or float32");
+                "attend_decode: bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
   auto out = torch::empty_like(q);
   if (B == 0) return out;
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
       q.scalar_type() == torch::kBFloat16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-      bias.data_ptr(), out.data_ptr(), static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
+      bias.data_ptr(), bias.stride(0), bias.stride(1), out.data_ptr(), static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
       static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale),
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));

@@ -112,14 +112,17 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
 }
 
 // One decoding step's attention for one (row, KV head) per block: the g query heads sharing
-// that KV head against the cache's first `span` slots, with the additive mask `bias`
-// [B * nkv, g, span]. Scores, softmax and the weighted sum of values stay in float32 (online
-// softmax over chunks of kChunk slots) and the output is rounded to T once; each key and value
-// is read once. Replaces baddbmm + softmax + bmm (which round scores and probabilities to T).
-// DPL: output dimensions per lane (hd <= 32 * DPL); VEC: key elements per load.
+// that KV head against the cache's first `span` slots, with the additive mask `bias` (element
+// [row * nkv + kv, j, slot] at (row * nkv + kv) * bias_s0 + j * bias_s1 + slot). Scores,
+// softmax and the weighted sum of values stay in float32 (online softmax over chunks of
+// `chunk` slots) and the output is rounded to T once. Each chunk of keys and values is copied
+// to shared memory with asynchronous 16-byte copies, all in flight at once: decoding reads
+// the cache at HBM speed only with many requests outstanding. Replaces baddbmm + softmax +
+// bmm (which round scores and probabilities to T).
+// DPL: output dimensions per lane (hd <= 32 * DPL); VEC: key elements per shared-memory load.
 constexpr int kAttnWarps = 4;
-constexpr int kChunk = 128;
 constexpr int kMaxGroup = 8;
+constexpr int kChunkBytes = 16384;  // keys (and as much for values) per chunk in shared memory
 
 template <int VEC, typename T>
 __device__ __forceinline__ void load_vec(const T* p, float* out) {
@@ -134,23 +137,46 @@ __device__ __forceinline__ void load_vec(const T* p, float* out) {
   }
 }
 
+// `bytes` from global src to shared dst by all threads of the block: 16-byte asynchronous
+// copies when both are 16-byte aligned and bytes is a multiple of 16, else 2-byte words.
+__device__ __forceinline__ void copy_to_shared(void* dst, const void* src, int bytes) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && (reinterpret_cast<uintptr_t>(dst) % 16 == 0) &&
+                       bytes % 16 == 0;
+  if (aligned) {
+    for (int i = threadIdx.x * 16; i < bytes; i += blockDim.x * 16) {
+      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(static_cast<char*>(dst) + i));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(static_cast<const char*>(src) + i));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  } else {
+    for (int i = threadIdx.x * 2; i < bytes; i += blockDim.x * 2)
+      *reinterpret_cast<uint16_t*>(static_cast<char*>(dst) + i) =
+          *reinterpret_cast<const uint16_t*>(static_cast<const char*>(src) + i);
+  }
+}
+
+__device__ __forceinline__ void wait_shared_copies() { asm volatile("cp.async.wait_all;\n" ::); }
+
 template <typename T, typename TB, int DPL, int VEC>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     attend_decode_kernel(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
-                         const TB* __restrict__ bias, T* __restrict__ out, int nkv, int g, int hd, int span,
-                         int64_t cache_row, int64_t cache_head, float scale) {
-  extern __shared__ float smem[];
-  float* qs = smem;                  // [g, hd] the queries in float32
-  float* scores = qs + g * hd;       // [g, kChunk] scores, then probabilities
-  float* stat = scores + g * kChunk;  // m[g], l[g], corr[g]
-  float* part = stat + 3 * kMaxGroup;  // [warps, hd] for the final sum over warps
+                         const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1, T* __restrict__ out, int nkv,
+                         int g, int hd, int span, int chunk, int64_t cache_row, int64_t cache_head, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* ks = reinterpret_cast<T*>(smem_raw);  // [chunk, hd] this chunk's keys
+  T* vs = ks + chunk * hd;                 // [chunk, hd] and values
+  // [g, hd] the queries in float32, 16-byte aligned after the keys and values (as the launch sized it)
+  float* qs = reinterpret_cast<float*>(smem_raw + (2 * static_cast<size_t>(chunk) * hd * sizeof(T) + 15) / 16 * 16);
+  float* scores = qs + g * hd;                            // [g, chunk] scores, then probabilities
+  float* stat = scores + g * chunk;                       // m[g], l[g], corr[g]
+  float* part = stat + 3 * kMaxGroup;                     // [warps, hd] for the final sum over warps
   float *m = stat, *l = stat + kMaxGroup, *corr = stat + 2 * kMaxGroup;
   const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const T* qp = q + static_cast<int64_t>(bk) * g * hd;  // heads kv*g .. kv*g+g-1 of row b
   const T* kp = k_cache + b * cache_row + kv * cache_head;
   const T* vp = v_cache + b * cache_row + kv * cache_head;
-  const TB* bp = bias + static_cast<int64_t>(bk) * g * span;
+  const TB* bp = bias + bk * bias_s0;
   for (int i = tid; i < g * hd; i += blockDim.x) qs[i] = load(qp[i]);
   if (tid < g) m[tid] = -INFINITY, l[tid] = 0.f;
   float acc[kMaxGroup][DPL];
@@ -158,16 +184,20 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   for (int j = 0; j < kMaxGroup; ++j)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
-  __syncthreads();
-  // Scores: groups of 8 lanes per key, each lane VEC consecutive elements at a time.
   const int group = tid / 8, sub = tid % 8, groups = blockDim.x / 8;
-  for (int c0 = 0; c0 < span; c0 += kChunk) {
-    const int n = min(kChunk, span - c0);
-    // Every lane runs the same number of rounds (the shuffles need the whole warp).
+  for (int c0 = 0; c0 < span; c0 += chunk) {
+    const int n = min(chunk, span - c0);
+    // A cache's slots lie back to back, so a chunk is one contiguous run of bytes.
+    copy_to_shared(ks, kp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
+    copy_to_shared(vs, vp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
+    wait_shared_copies();
+    __syncthreads();
+    // Scores: 8 lanes per key, each VEC consecutive elements at a time; every lane runs the
+    // same number of rounds (the shuffles need the whole warp).
     for (int t0 = 0; t0 < n; t0 += groups) {
       const int t = t0 + group;
       const bool valid = t < n;
-      const T* krow = kp + static_cast<int64_t>(c0 + t) * hd;
+      const T* krow = ks + t * hd;
       float dot[kMaxGroup];
 #pragma unroll
       for (int j = 0; j < kMaxGroup; ++j) dot[j] = 0.f;
@@ -187,20 +217,20 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         d += __shfl_xor_sync(0xffffffffu, d, 4);
         d += __shfl_xor_sync(0xffffffffu, d, 2);
         d += __shfl_xor_sync(0xffffffffu, d, 1);
-        if (valid && sub == 0) scores[j * kChunk + t] = d * scale + load(bp[j * span + c0 + t]);
+        if (valid && sub == 0) scores[j * chunk + t] = d * scale + load(bp[j * bias_s1 + c0 + t]);
       }
     }
     __syncthreads();
     // Online softmax: the chunk's maximum, its probabilities, the rescaling of what came before.
     for (int j = warp; j < g; j += kAttnWarps) {
       float mx = -INFINITY;
-      for (int t = lane; t < n; t += 32) mx = fmaxf(mx, scores[j * kChunk + t]);
+      for (int t = lane; t < n; t += 32) mx = fmaxf(mx, scores[j * chunk + t]);
       mx = warp_max(mx);
       const float m_old = m[j], m_new = fmaxf(m_old, mx);
       float s = 0.f;
       for (int t = lane; t < n; t += 32) {
-        const float p = m_new == -INFINITY ? 0.f : expf(scores[j * kChunk + t] - m_new);
-        scores[j * kChunk + t] = p;
+        const float p = m_new == -INFINITY ? 0.f : expf(scores[j * chunk + t] - m_new);
+        scores[j * chunk + t] = p;
         s += p;
       }
       s = warp_sum(s);
@@ -219,7 +249,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
         for (int i = 0; i < DPL; ++i) acc[j][i] *= corr[j];
     for (int t = warp; t < n; t += kAttnWarps) {
-      const T* vrow = vp + static_cast<int64_t>(c0 + t) * hd;
+      const T* vrow = vs + t * hd;
       float vf[DPL];
 #pragma unroll
       for (int i = 0; i < DPL; ++i) {
@@ -229,12 +259,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
       for (int j = 0; j < kMaxGroup; ++j)
         if (j < g) {
-          const float p = scores[j * kChunk + t];
+          const float p = scores[j * chunk + t];
 #pragma unroll
           for (int i = 0; i < DPL; ++i) acc[j][i] = fmaf(p, vf[i], acc[j][i]);
         }
     }
-    __syncthreads();  // the next chunk's scores overwrite these probabilities
+    __syncthreads();  // the next chunk overwrites keys, values and probabilities
   }
   // The warps' partial sums, one query head at a time.
   T* op = out + static_cast<int64_t>(bk) * g * hd;
@@ -257,10 +287,14 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 }
 
 template <typename T, typename TB, int DPL>
-cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, void* out, int B, int nkv,
-                          int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                          cudaStream_t stream) {
-  const size_t shared = sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * kChunk +
+cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
+                          int64_t bias_s1, void* out, int B, int nkv, int g, int hd, int span, int64_t cache_row,
+                          int64_t cache_head, float scale, cudaStream_t stream) {
+  // Slots per chunk: kChunkBytes of keys, at most 64 (the scores' share of shared memory).
+  const int chunk = max(1, min(64, kChunkBytes / (hd * static_cast<int>(sizeof(T)))));
+  const size_t kv_bytes = 2 * static_cast<size_t>(chunk) * hd * sizeof(T);
+  const size_t shared = (kv_bytes + 15) / 16 * 16 +
+                        sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * chunk +
                                          3 * kMaxGroup + static_cast<size_t>(kAttnWarps) * hd);
   constexpr int kVec = 16 / sizeof(T);
   const dim3 grid(static_cast<unsigned>(B * nkv)), block(kAttnWarps * 32);
@@ -268,24 +302,27 @@ cudaError_t launch_attend(const void* q, const void* k, const void* v, const voi
   if (hd % (8 * kVec) == 0)
     attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
-        static_cast<T*>(out), nkv, g, hd, span, cache_row, cache_head, scale);
+        bias_s0, bias_s1, static_cast<T*>(out), nkv, g, hd, span, chunk, cache_row, cache_head, scale);
   else
     attend_decode_kernel<T, TB, DPL, 1><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
-        static_cast<T*>(out), nkv, g, hd, span, cache_row, cache_head, scale);
+        bias_s0, bias_s1, static_cast<T*>(out), nkv, g, hd, span, chunk, cache_row, cache_head, scale);
   return cudaGetLastError();
 }
 
 template <typename T, typename TB>
-cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, void* out, int B,
-                              int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                              cudaStream_t stream) {
-  if (hd <= 32) return launch_attend<T, TB, 1>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
-  if (hd <= 64) return launch_attend<T, TB, 2>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
-  if (hd <= 128) return launch_attend<T, TB, 4>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
-  return launch_attend<T, TB, 8>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale, stream);
+cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
+                              int64_t bias_s1, void* out, int B, int nkv, int g, int hd, int span, int64_t cache_row,
+                              int64_t cache_head, float scale, cudaStream_t stream) {
+#define QUARTET_ATTEND(D)                                                                                         \
+  launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span, cache_row, cache_head, scale, \
+                          stream)
+  if (hd <= 32) return QUARTET_ATTEND(1);
+  if (hd <= 64) return QUARTET_ATTEND(2);
+  if (hd <= 128) return QUARTET_ATTEND(4);
+  return QUARTET_ATTEND(8);
+#undef QUARTET_ATTEND
 }
-
 
 // A draw from softmax(logits / t) per row of [B, V] (row stride `ld`), by the exponential race
 // in log form: argmax_i logits_i / t - log E_i, with E [B, V] ~ Exp(1) given. The same token as
@@ -375,17 +412,18 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
 }
 
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, void* out, int B, int nkv, int g, int hd, int span,
-                                 int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream) {
+                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, int B, int nkv, int g,
+                                 int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
+                                 cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   if (!bf16)
-    return launch_attend_dpl<float, float>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head, scale,
-                                           stream);
+    return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span, cache_row,
+                                           cache_head, scale, stream);
   if (bias_f32)
-    return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row, cache_head,
-                                                   scale, stream);
-  return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, out, B, nkv, g, hd, span, cache_row,
-                                                         cache_head, scale, stream);
+    return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span,
+                                                   cache_row, cache_head, scale, stream);
+  return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span,
+                                                         cache_row, cache_head, scale, stream);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,

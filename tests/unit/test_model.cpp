@@ -695,15 +695,26 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
     const std::string what = dtype == torch::kFloat32 ? "fp32" : "bf16";
     EXPECT_TRUE(torch::equal(with.cache.k[0], without.cache.k[0])) << what << ": keys of layer 0";
     EXPECT_TRUE(torch::equal(with.cache.v[0], without.cache.v[0])) << what << ": values of layer 0";
+    // The largest error of one step's logits is a noisy statistic in bf16 (either path may land
+    // a rounding badly on one logit); the mean error over all logits is not.
+    auto mean_error = [&](const torch::Tensor& a) {
+      auto x = a.to(torch::kCPU, torch::kDouble), y = exact.logits.to(torch::kCPU, torch::kDouble);
+      return (x - y).abs().mean().item<double>() / y.abs().mean().item<double>();
+    };
     const double err_with = relative_error(with.logits, exact.logits),
                  err_without = relative_error(without.logits, exact.logits);
-    std::printf("[kernels] %-28s %s: logits vs the float32 ATen step: with kernels %.3e, without %.3e\n",
-                ref_->name.c_str(), what.c_str(), err_with, err_without);
+    const double mean_with = mean_error(with.logits), mean_without = mean_error(without.logits);
+    std::printf("[kernels] %-28s %s: logits vs the float32 ATen step, largest (mean) error: with kernels "
+                "%.3e (%.3e), without %.3e (%.3e)\n",
+                ref_->name.c_str(), what.c_str(), err_with, mean_with, err_without, mean_without);
     std::fflush(stdout);
-    if (dtype == torch::kFloat32)
+    if (dtype == torch::kFloat32) {
       EXPECT_LE(relative_error(with.logits, without.logits), 1e-5) << "fp32 logits differ beyond rounding";
-    else
-      EXPECT_LE(err_with, 1.25 * err_without + 1e-3) << "bf16: the kernels are less accurate than ATen";
+    } else {
+      EXPECT_LE(mean_with, 1.25 * mean_without) << "bf16: the kernels are less accurate than ATen on average";
+      // And the largest error within the bf16 criterion of GpuBf16 (quartet against HF).
+      EXPECT_LE(err_with, std::max(kBf16Tol, kBf16VsHF * err_without));
+    }
   }
   quartet::SamplingParams p;
   p.temperature = 0.0;

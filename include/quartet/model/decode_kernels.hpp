@@ -36,7 +36,8 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up);
 
 // One decoding step's attention: queries q [B, nkv * g, hd] (the g query heads of each KV head
 // adjacent) over the first `span` slots of k_cache, v_cache [rows >= B, nkv, max_len, hd], with
-// the additive mask bias [B * nkv, g, span] (the model's dtype, or float32). Float32 inside,
+// the additive mask bias [B * nkv, g, span] (the model's dtype, or float32; any strides over its
+// first two dimensions, unit stride over slots). Float32 inside,
 // [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256.
 bool attend_decode_supports(int64_t g, int64_t hd);
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
