@@ -123,6 +123,15 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
 constexpr int kAttnWarps = 4;
 constexpr int kMaxGroup = 8;
 constexpr int kChunkBytes = 16384;  // keys (and as much for values) per chunk in shared memory
+constexpr int kMaxSplits = 64;
+
+// Slots per chunk: kChunkBytes of keys, at most 64 (the scores' share of shared memory).
+__host__ __device__ inline int attend_chunk(int hd, size_t elt) {
+  return max(1, min(64, kChunkBytes / (hd * static_cast<int>(elt))));
+}
+// Splits of the span, one chunk each up to kMaxSplits: blocks that each copy one chunk and
+// compute on it overlap one another's copies (one block looping over chunks cannot).
+__host__ __device__ inline int attend_splits(int span, int chunk) { return min(kMaxSplits, (span + chunk - 1) / chunk); }
 
 template <int VEC, typename T>
 __device__ __forceinline__ void load_vec(const T* p, float* out) {
@@ -160,8 +169,9 @@ __device__ __forceinline__ void wait_shared_copies() { asm volatile("cp.async.wa
 template <typename T, typename TB, int DPL, int VEC>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     attend_decode_kernel(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
-                         const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1, T* __restrict__ out, int nkv,
-                         int g, int hd, int span, int chunk, int64_t cache_row, int64_t cache_head, float scale) {
+                         const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1, T* __restrict__ out,
+                         float* __restrict__ partial, int nkv, int g, int hd, int span, int chunk, int split_len,
+                         int64_t cache_row, int64_t cache_head, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ks = reinterpret_cast<T*>(smem_raw);  // [chunk, hd] this chunk's keys
   T* vs = ks + chunk * hd;                 // [chunk, hd] and values
@@ -185,8 +195,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
   const int group = tid / 8, sub = tid % 8, groups = blockDim.x / 8;
-  for (int c0 = 0; c0 < span; c0 += chunk) {
-    const int n = min(chunk, span - c0);
+  // Split-K (flash decoding): block (bk, split) takes slots [split * split_len, + split_len).
+  const int split = blockIdx.y, s_end = min(span, (split + 1) * split_len);
+  for (int c0 = split * split_len; c0 < s_end; c0 += chunk) {
+    const int n = min(chunk, s_end - c0);
     // A cache's slots lie back to back, so a chunk is one contiguous run of bytes.
     copy_to_shared(ks, kp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
     copy_to_shared(vs, vp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
@@ -266,8 +278,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     }
     __syncthreads();  // the next chunk overwrites keys, values and probabilities
   }
-  // The warps' partial sums, one query head at a time.
+  // The warps' partial sums, one query head at a time: the output, or with several splits the
+  // split's unnormalised sum, maximum and total [g, hd + 2] for attend_combine_kernel.
   T* op = out + static_cast<int64_t>(bk) * g * hd;
+  float* pp = partial + (static_cast<int64_t>(bk) * gridDim.y + split) * g * (hd + 2);
 #pragma unroll
   for (int j = 0; j < kMaxGroup; ++j) {
     if (j >= g) break;
@@ -280,43 +294,74 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     for (int d = tid; d < hd; d += blockDim.x) {
       float s = 0.f;
       for (int w = 0; w < kAttnWarps; ++w) s += part[w * hd + d];
-      op[j * hd + d] = store<T>(s / l[j]);
+      if (gridDim.y == 1)
+        op[j * hd + d] = store<T>(s / l[j]);
+      else
+        pp[j * (hd + 2) + d] = s;
     }
+    if (gridDim.y > 1 && tid == 0) pp[j * (hd + 2) + hd] = m[j], pp[j * (hd + 2) + hd + 1] = l[j];
     __syncthreads();
+  }
+}
+
+// The splits of attend_decode_kernel merged: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+template <typename T>
+__global__ void attend_combine_kernel(const float* __restrict__ partial, T* __restrict__ out, int g, int hd,
+                                      int splits) {
+  const int bk = blockIdx.x;
+  const float* pp = partial + static_cast<int64_t>(bk) * splits * g * (hd + 2);
+  for (int j = 0; j < g; ++j) {
+    float M = -INFINITY;
+    for (int s = 0; s < splits; ++s) M = fmaxf(M, pp[(s * g + j) * (hd + 2) + hd]);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float L = 0.f, acc = 0.f;
+      for (int s = 0; s < splits; ++s) {
+        const float* q = pp + (s * g + j) * (hd + 2);
+        if (q[hd] == -INFINITY) continue;  // a split whose slots are all masked
+        const float f = expf(q[hd] - M);
+        L = fmaf(q[hd + 1], f, L);
+        acc = fmaf(q[d], f, acc);
+      }
+      out[(static_cast<int64_t>(bk) * g + j) * hd + d] = store<T>(acc / L);
+    }
   }
 }
 
 template <typename T, typename TB, int DPL>
 cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
-                          int64_t bias_s1, void* out, int B, int nkv, int g, int hd, int span, int64_t cache_row,
-                          int64_t cache_head, float scale, cudaStream_t stream) {
-  // Slots per chunk: kChunkBytes of keys, at most 64 (the scores' share of shared memory).
-  const int chunk = max(1, min(64, kChunkBytes / (hd * static_cast<int>(sizeof(T)))));
+                          int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
+                          int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream) {
+  const int chunk = attend_chunk(hd, sizeof(T));
+  const int splits = attend_splits(span, chunk), split_len = (span + splits - 1) / splits;
   const size_t kv_bytes = 2 * static_cast<size_t>(chunk) * hd * sizeof(T);
   const size_t shared = (kv_bytes + 15) / 16 * 16 +
                         sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * chunk +
                                          3 * kMaxGroup + static_cast<size_t>(kAttnWarps) * hd);
   constexpr int kVec = 16 / sizeof(T);
-  const dim3 grid(static_cast<unsigned>(B * nkv)), block(kAttnWarps * 32);
+  const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kAttnWarps * 32);
   // 16-byte loads of keys need hd to be a multiple of 8 such loads.
   if (hd % (8 * kVec) == 0)
     attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
-        bias_s0, bias_s1, static_cast<T*>(out), nkv, g, hd, span, chunk, cache_row, cache_head, scale);
+        bias_s0, bias_s1, static_cast<T*>(out), partial, nkv, g, hd, span, chunk, split_len, cache_row, cache_head,
+        scale);
   else
     attend_decode_kernel<T, TB, DPL, 1><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
-        bias_s0, bias_s1, static_cast<T*>(out), nkv, g, hd, span, chunk, cache_row, cache_head, scale);
+        bias_s0, bias_s1, static_cast<T*>(out), partial, nkv, g, hd, span, chunk, split_len, cache_row, cache_head,
+        scale);
+  if (splits > 1)
+    attend_combine_kernel<T><<<B * nkv, 128, 0, stream>>>(partial, static_cast<T*>(out), g, hd, splits);
   return cudaGetLastError();
 }
 
 template <typename T, typename TB>
 cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
-                              int64_t bias_s1, void* out, int B, int nkv, int g, int hd, int span, int64_t cache_row,
+                              int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span, int64_t cache_row,
                               int64_t cache_head, float scale, cudaStream_t stream) {
 #define QUARTET_ATTEND(D)                                                                                         \
-  launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span, cache_row, cache_head, scale, \
-                          stream)
+  launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span, cache_row, cache_head, \
+                          scale, stream)
   if (hd <= 32) return QUARTET_ATTEND(1);
   if (hd <= 64) return QUARTET_ATTEND(2);
   if (hd <= 128) return QUARTET_ATTEND(4);
@@ -411,19 +456,24 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
   return cudaGetLastError();
 }
 
+int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span) {
+  const int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4));
+  return splits > 1 ? B * nkv * splits * g * (hd + 2) : 0;
+}
+
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, int B, int nkv, int g,
-                                 int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
+                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
+                                 int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
                                  cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   if (!bf16)
-    return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span, cache_row,
-                                           cache_head, scale, stream);
+    return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
+                                           cache_row, cache_head, scale, stream);
   if (bias_f32)
-    return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span,
+    return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
                                                    cache_row, cache_head, scale, stream);
-  return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, B, nkv, g, hd, span,
-                                                         cache_row, cache_head, scale, stream);
+  return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd,
+                                                         span, cache_row, cache_head, scale, stream);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
