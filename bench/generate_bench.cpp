@@ -79,6 +79,45 @@ void head_gemms(Transformer& model, int64_t batch, const torch::Device& dev) {
   }
 }
 
+// One decoding step's attention for one layer over `span` cached slots, [batch] rows: ATen's
+// three kernels (baddbmm with the mask, float32 softmax, bmm) against quartet's kernel, split
+// over the span (flash decoding) and not. Bytes: the keys and values read, against 4.3 TB/s.
+void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, const torch::Device& dev) {
+  if (!decode_kernels_enabled() || !dev.is_cuda()) return;
+  const int64_t nkv = cfg.num_kv_heads, g = cfg.num_heads / cfg.num_kv_heads, hd = cfg.head_dim;
+  if (!attend_decode_supports(g, hd)) return;
+  std::printf("\nDecode attention, one layer: %lld rows, %lld KV heads x %lld query heads each, head %lld\n",
+              (long long)batch, (long long)nkv, (long long)g, (long long)hd);
+  std::printf("| span | MB read | floor us | ATen us | quartet us | 1 split us | quartet TB/s |\n");
+  std::printf("|-----:|--------:|---------:|--------:|-----------:|-----------:|-------------:|\n");
+  torch::NoGradGuard no_grad;
+  const auto opts = torch::TensorOptions().dtype(dtype).device(dev);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (int64_t span : {int64_t{128}, int64_t{256}, int64_t{512}, int64_t{1024}}) {
+    auto kc = torch::randn({batch, nkv, span, hd}, opts), vc = torch::randn({batch, nkv, span, hd}, opts);
+    auto q = torch::randn({batch, nkv * g, hd}, opts);
+    auto bias = torch::zeros({batch * nkv, g, span}, opts);
+    auto time_us = [&](const std::function<void()>& f) {
+      for (int i = 0; i < 5; ++i) f();
+      synchronize_device(dev);
+      const double t0 = now();
+      for (int i = 0; i < 100; ++i) f();
+      synchronize_device(dev);
+      return (now() - t0) / 100 * 1e6;
+    };
+    const double aten = time_us([&] {
+      auto scores = at::baddbmm(bias, q.view({batch * nkv, g, hd}), kc.view({batch * nkv, span, hd}).transpose(1, 2),
+                                1.0, scale);
+      at::bmm(scores.softmax(-1), vc.view({batch * nkv, span, hd}));
+    });
+    const double ours = time_us([&] { attend_decode(q, kc, vc, bias, span, scale); });
+    const double one = time_us([&] { attend_decode(q, kc, vc, bias, span, scale, 1); });
+    const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
+    std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %10.1f | %12.2f |\n", (long long)span, bytes / 1e6,
+                bytes / kHbmBytesPerS * 1e6, aten, ours, one, bytes / (ours * 1e-6) / 1e12);
+  }
+}
+
 // The fastest of `reps` runs (after one warm-up run).
 Run timed(Transformer& model, const torch::Tensor& ids, const torch::Tensor& mask, const SamplingParams& p,
           int64_t reps) {
@@ -223,6 +262,7 @@ int main(int argc, char** argv) {
     print_row("greedy, graphs, unfused q/k/v", timed(loose, ids, mask, rows[1].params, a.reps), " ");
   }
   if (dev.is_cuda()) head_gemms(model, a.batch, dev);
+  attention_table(cfg, a.batch, dtype, dev);
   std::printf("\nweights %.2f GB/step, KV cache %.1f KB per token; peak device memory %.2f GiB\n",
               weight_bytes / 1e9, kv_token_bytes / 1e3, device_memory(dev).peak_allocated / double(1 << 30));
   std::printf("greedy tokens with CUDA graphs equal those without: %s\n", equal ? "yes" : "NO");

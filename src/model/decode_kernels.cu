@@ -122,16 +122,31 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
 // DPL: output dimensions per lane (hd <= 32 * DPL); VEC: key elements per shared-memory load.
 constexpr int kAttnWarps = 4;
 constexpr int kMaxGroup = 8;
-constexpr int kChunkBytes = 16384;  // keys (and as much for values) per chunk in shared memory
+constexpr int kChunkBytes = 8192;  // keys (and as much for values) per chunk, two chunks in flight
 constexpr int kMaxSplits = 64;
 
 // Slots per chunk: kChunkBytes of keys, at most 64 (the scores' share of shared memory).
 __host__ __device__ inline int attend_chunk(int hd, size_t elt) {
   return max(1, min(64, kChunkBytes / (hd * static_cast<int>(elt))));
 }
-// Splits of the span, one chunk each up to kMaxSplits: blocks that each copy one chunk and
-// compute on it overlap one another's copies (one block looping over chunks cannot).
-__host__ __device__ inline int attend_splits(int span, int chunk) { return min(kMaxSplits, (span + chunk - 1) / chunk); }
+// Splits of the span over blocks (flash decoding): enough blocks to fill the GPU twice over
+// when rows x KV heads do not, each split keeping two chunks or more so that its copies
+// overlap its arithmetic. max_splits > 0 sets them instead (benchmarks compare).
+inline int attend_splits(int span, int chunk, int max_splits, int blocks, int sms) {
+  const int chunks = (span + chunk - 1) / chunk;
+  if (max_splits > 0) return max(1, min(max_splits, chunks));
+  const int want = (2 * sms + blocks - 1) / max(blocks, 1);
+  return max(1, min(min(want, kMaxSplits), (chunks + 1) / 2));
+}
+
+inline int multiprocessors() {
+  static const int n = [] {
+    int device = 0, count = 132;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count;
+  }();
+  return n;
+}
 
 template <int VEC, typename T>
 __device__ __forceinline__ void load_vec(const T* p, float* out) {
@@ -156,7 +171,6 @@ __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, int b
       const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(static_cast<char*>(dst) + i));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(static_cast<const char*>(src) + i));
     }
-    asm volatile("cp.async.commit_group;\n" ::);
   } else {
     for (int i = threadIdx.x * 2; i < bytes; i += blockDim.x * 2)
       *reinterpret_cast<uint16_t*>(static_cast<char*>(dst) + i) =
@@ -164,7 +178,26 @@ __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, int b
   }
 }
 
-__device__ __forceinline__ void wait_shared_copies() { asm volatile("cp.async.wait_all;\n" ::); }
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void wait_copies_but_latest() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// DPL consecutive elements at p into float, in 8-byte loads where they fill whole ones.
+template <int DPL, typename T>
+__device__ __forceinline__ void load_dims(const T* p, float* out) {
+  if constexpr ((DPL * sizeof(T)) % 8 == 0) {
+    constexpr int kWords = DPL * sizeof(T) / 8;
+    uint2 raw[kWords];
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) raw[w] = reinterpret_cast<const uint2*>(p)[w];
+    const T* e = reinterpret_cast<const T*>(raw);
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) out[i] = load(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) out[i] = load(p[i]);
+  }
+}
 
 template <typename T, typename TB, int DPL, int VEC>
 __global__ void __launch_bounds__(kAttnWarps * 32)
@@ -173,10 +206,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
                          float* __restrict__ partial, int nkv, int g, int hd, int span, int chunk, int split_len,
                          int64_t cache_row, int64_t cache_head, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* ks = reinterpret_cast<T*>(smem_raw);  // [chunk, hd] this chunk's keys
-  T* vs = ks + chunk * hd;                 // [chunk, hd] and values
-  // [g, hd] the queries in float32, 16-byte aligned after the keys and values (as the launch sized it)
-  float* qs = reinterpret_cast<float*>(smem_raw + (2 * static_cast<size_t>(chunk) * hd * sizeof(T) + 15) / 16 * 16);
+  // Two buffers of [chunk, hd] keys then [chunk, hd] values: one being copied in while the
+  // other is worked on.
+  T* const kv_buffers = reinterpret_cast<T*>(smem_raw);
+  // [g, hd] the queries in float32, 16-byte aligned after the buffers (as the launch sized it)
+  float* qs = reinterpret_cast<float*>(smem_raw + (4 * static_cast<size_t>(chunk) * hd * sizeof(T) + 15) / 16 * 16);
   float* scores = qs + g * hd;                            // [g, chunk] scores, then probabilities
   float* stat = scores + g * chunk;                       // m[g], l[g], corr[g]
   float* part = stat + 3 * kMaxGroup;                     // [warps, hd] for the final sum over warps
@@ -196,14 +230,28 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
   const int group = tid / 8, sub = tid % 8, groups = blockDim.x / 8;
   // Split-K (flash decoding): block (bk, split) takes slots [split * split_len, + split_len).
-  const int split = blockIdx.y, s_end = min(span, (split + 1) * split_len);
-  for (int c0 = split * split_len; c0 < s_end; c0 += chunk) {
+  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(span, s_begin + split_len);
+  // A cache's slots lie back to back, so a chunk is one contiguous run of bytes.
+  auto copy_chunk = [&](int c0, int buf) {
+    const int bytes = min(chunk, s_end - c0) * hd * static_cast<int>(sizeof(T));
+    T* kb = kv_buffers + static_cast<size_t>(buf) * 2 * chunk * hd;
+    copy_to_shared(kb, kp + static_cast<int64_t>(c0) * hd, bytes);
+    copy_to_shared(kb + chunk * hd, vp + static_cast<int64_t>(c0) * hd, bytes);
+    commit_copies();
+  };
+  if (s_begin < s_end) copy_chunk(s_begin, 0);
+  int buf = 0;
+  for (int c0 = s_begin; c0 < s_end; c0 += chunk, buf ^= 1) {
     const int n = min(chunk, s_end - c0);
-    // A cache's slots lie back to back, so a chunk is one contiguous run of bytes.
-    copy_to_shared(ks, kp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
-    copy_to_shared(vs, vp + static_cast<int64_t>(c0) * hd, n * hd * static_cast<int>(sizeof(T)));
-    wait_shared_copies();
+    if (c0 + chunk < s_end) {
+      copy_chunk(c0 + chunk, buf ^ 1);  // the next chunk flows in while this one is worked on
+      wait_copies_but_latest();
+    } else {
+      wait_copies();
+    }
     __syncthreads();
+    const T* ks = kv_buffers + static_cast<size_t>(buf) * 2 * chunk * hd;
+    const T* vs = ks + chunk * hd;
     // Scores: 8 lanes per key, each VEC consecutive elements at a time; every lane runs the
     // same number of rounds (the shuffles need the whole warp).
     for (int t0 = 0; t0 < n; t0 += groups) {
@@ -218,9 +266,23 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         load_vec<VEC>(krow + e0, kf);
 #pragma unroll
         for (int j = 0; j < kMaxGroup; ++j)
-          if (j < g)
+          if (j < g) {
+            if constexpr (VEC % 4 == 0) {
+              // e0 is a multiple of VEC and hd of 8 VEC: whole, aligned float4s of the queries.
+              const float4* q4 = reinterpret_cast<const float4*>(qs + j * hd + e0);
 #pragma unroll
-            for (int v = 0; v < VEC; ++v) dot[j] = fmaf(qs[j * hd + e0 + v], kf[v], dot[j]);
+              for (int v = 0; v < VEC / 4; ++v) {
+                const float4 qv = q4[v];
+                dot[j] = fmaf(qv.x, kf[4 * v], dot[j]);
+                dot[j] = fmaf(qv.y, kf[4 * v + 1], dot[j]);
+                dot[j] = fmaf(qv.z, kf[4 * v + 2], dot[j]);
+                dot[j] = fmaf(qv.w, kf[4 * v + 3], dot[j]);
+              }
+            } else {
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) dot[j] = fmaf(qs[j * hd + e0 + v], kf[v], dot[j]);
+            }
+          }
       }
 #pragma unroll
       for (int j = 0; j < kMaxGroup; ++j) {
@@ -260,13 +322,18 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
       if (j < g)
 #pragma unroll
         for (int i = 0; i < DPL; ++i) acc[j][i] *= corr[j];
+    const bool full_rows = hd == 32 * DPL && (hd * sizeof(T)) % 16 == 0;  // every lane's DPL, aligned
     for (int t = warp; t < n; t += kAttnWarps) {
       const T* vrow = vs + t * hd;
       float vf[DPL];
+      if (full_rows) {
+        load_dims<DPL>(vrow + lane * DPL, vf);
+      } else {
 #pragma unroll
-      for (int i = 0; i < DPL; ++i) {
-        const int d = lane * DPL + i;
-        vf[i] = d < hd ? load(vrow[d]) : 0.f;
+        for (int i = 0; i < DPL; ++i) {
+          const int d = lane * DPL + i;
+          vf[i] = d < hd ? load(vrow[d]) : 0.f;
+        }
       }
 #pragma unroll
       for (int j = 0; j < kMaxGroup; ++j)
@@ -276,7 +343,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
           for (int i = 0; i < DPL; ++i) acc[j][i] = fmaf(p, vf[i], acc[j][i]);
         }
     }
-    __syncthreads();  // the next chunk overwrites keys, values and probabilities
+    __syncthreads();  // the copy issued next overwrites this buffer; the scores are rewritten
   }
   // The warps' partial sums, one query head at a time: the output, or with several splits the
   // split's unnormalised sum, maximum and total [g, hd + 2] for attend_combine_kernel.
@@ -330,15 +397,26 @@ __global__ void attend_combine_kernel(const float* __restrict__ partial, T* __re
 template <typename T, typename TB, int DPL>
 cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                           int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
-                          int64_t cache_row, int64_t cache_head, float scale, cudaStream_t stream) {
+                          int64_t cache_row, int64_t cache_head, float scale, int max_splits, cudaStream_t stream) {
   const int chunk = attend_chunk(hd, sizeof(T));
-  const int splits = attend_splits(span, chunk), split_len = (span + splits - 1) / splits;
-  const size_t kv_bytes = 2 * static_cast<size_t>(chunk) * hd * sizeof(T);
+  const int splits = attend_splits(span, chunk, max_splits, B * nkv, multiprocessors());
+  const int split_len = (span + splits - 1) / splits;
+  const size_t kv_bytes = 4 * static_cast<size_t>(chunk) * hd * sizeof(T);
   const size_t shared = (kv_bytes + 15) / 16 * 16 +
                         sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * chunk +
                                          3 * kMaxGroup + static_cast<size_t>(kAttnWarps) * hd);
   constexpr int kVec = 16 / sizeof(T);
   const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kAttnWarps * 32);
+  // Each block takes a few tens of KB of shared memory; left to itself the driver may size the
+  // shared part of L1 for one or two such blocks per SM, and the copies then wait in line.
+  static const bool carveout = [] {
+    cudaFuncSetAttribute(attend_decode_kernel<T, TB, DPL, kVec>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+    cudaFuncSetAttribute(attend_decode_kernel<T, TB, DPL, 1>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+    return true;
+  }();
+  (void)carveout;
   // 16-byte loads of keys need hd to be a multiple of 8 such loads.
   if (hd % (8 * kVec) == 0)
     attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
@@ -357,11 +435,11 @@ cudaError_t launch_attend(const void* q, const void* k, const void* v, const voi
 
 template <typename T, typename TB>
 cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
-                              int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span, int64_t cache_row,
-                              int64_t cache_head, float scale, cudaStream_t stream) {
+                              int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
+                              int64_t cache_row, int64_t cache_head, float scale, int max_splits, cudaStream_t stream) {
 #define QUARTET_ATTEND(D)                                                                                         \
   launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span, cache_row, cache_head, \
-                          scale, stream)
+                          scale, max_splits, stream)
   if (hd <= 32) return QUARTET_ATTEND(1);
   if (hd <= 64) return QUARTET_ATTEND(2);
   if (hd <= 128) return QUARTET_ATTEND(4);
@@ -456,24 +534,24 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
   return cudaGetLastError();
 }
 
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span) {
-  const int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4));
+int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits) {
+  const int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4), max_splits, B * nkv, multiprocessors());
   return splits > 1 ? B * nkv * splits * g * (hd + 2) : 0;
 }
 
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 cudaStream_t stream) {
+                                 int max_splits, cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   if (!bf16)
     return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
-                                           cache_row, cache_head, scale, stream);
+                                           cache_row, cache_head, scale, max_splits, stream);
   if (bias_f32)
     return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
-                                                   cache_row, cache_head, scale, stream);
+                                                   cache_row, cache_head, scale, max_splits, stream);
   return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd,
-                                                         span, cache_row, cache_head, scale, stream);
+                                                         span, cache_row, cache_head, scale, max_splits, stream);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
