@@ -37,6 +37,7 @@ struct Args {
   int64_t batch = 64, prompt = 128, new_tokens = 128, reps = 3;
   std::string dtype = "bf16";
   bool profile = false;
+  bool attention_only = false;  // --attention-only 1: the attention table alone
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -88,8 +89,14 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
   if (!attend_decode_supports(g, hd)) return;
   std::printf("\nDecode attention, one layer: %lld rows, %lld KV heads x %lld query heads each, head %lld\n",
               (long long)batch, (long long)nkv, (long long)g, (long long)hd);
-  std::printf("| span | MB read | floor us | ATen us | quartet us | 1 split us | quartet TB/s |\n");
-  std::printf("|-----:|--------:|---------:|--------:|-----------:|-----------:|-------------:|\n");
+  // Columns: ATen; quartet's kernel with its defaults; unsplit; then by keys per chunk in shared
+  // memory (2, 4, 8, 16 KB), with the blocks one SM holds at once.
+  const std::vector<int> chunk_kb{2, 4, 8, 16};
+  std::printf("| span | MB read | floor us | ATen us | quartet us | TB/s | 1 split us |");
+  for (int kb : chunk_kb) std::printf(" %d KB chunks us (blocks/SM) |", kb);
+  std::printf("\n|-----:|--------:|---------:|--------:|-----------:|-----:|-----------:|");
+  for (size_t i = 0; i < chunk_kb.size(); ++i) std::printf("------:|");
+  std::printf("\n");
   torch::NoGradGuard no_grad;
   const auto opts = torch::TensorOptions().dtype(dtype).device(dev);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -113,8 +120,15 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
     const double ours = time_us([&] { attend_decode(q, kc, vc, bias, span, scale); });
     const double one = time_us([&] { attend_decode(q, kc, vc, bias, span, scale, 1); });
     const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
-    std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %10.1f | %12.2f |\n", (long long)span, bytes / 1e6,
-                bytes / kHbmBytesPerS * 1e6, aten, ours, one, bytes / (ours * 1e-6) / 1e12);
+    std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |", (long long)span, bytes / 1e6,
+                bytes / kHbmBytesPerS * 1e6, aten, ours, bytes / (ours * 1e-6) / 1e12, one);
+    for (int kb : chunk_kb) {
+      int per_sm = 0;
+      attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024, &per_sm);
+      const double us = time_us([&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); });
+      std::printf(" %6.1f (%d) |", us, per_sm);
+    }
+    std::printf("\n");
   }
 }
 
@@ -148,6 +162,7 @@ int main(int argc, char** argv) {
     else if (k == "--reps") a.reps = std::stoll(v);
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--profile") a.profile = v == "1";
+    else if (k == "--attention-only") a.attention_only = v == "1";
     else {
       std::fprintf(stderr, "generate_bench: unknown option %s\n", k.c_str());
       return 2;
@@ -157,6 +172,11 @@ int main(int argc, char** argv) {
   const auto dtype = a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   torch::manual_seed(1);
   auto cfg = ModelConfig::from_json_file(a.config);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as printed, even into a log that a crash ends
+  if (a.attention_only) {
+    attention_table(cfg, a.batch, dtype, dev);
+    return 0;
+  }
   Transformer model(cfg, Head::causal_lm, torch::TensorOptions().dtype(dtype).device(dev), true);
   model->eval();
   int64_t params = 0;

@@ -19,11 +19,11 @@ cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, con
 cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
                                 int H, float eps, cudaStream_t stream);
 cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits);
+int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes);
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, cudaStream_t stream);
+                                 int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
 }
@@ -156,7 +156,8 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up) {
 bool attend_decode_supports(int64_t g, int64_t hd) { return g >= 1 && g <= 8 && hd >= 1 && hd <= 256; }
 
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                            const torch::Tensor& bias, int64_t span, double scale, int max_splits) {
+                            const torch::Tensor& bias, int64_t span, double scale, int max_splits, int chunk_bytes,
+                            int* blocks_per_sm) {
 #ifdef QUARTET_WITH_DECODE_KERNELS
   QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
                 "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
@@ -182,18 +183,20 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
   // The splits' partial results (flash decoding), when the span takes more than one chunk.
   const int floats = kernels::attend_partial_floats(bf16, static_cast<int>(B), static_cast<int>(nkv),
                                                     static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span),
-                                                    max_splits);
+                                                    max_splits, chunk_bytes);
   auto partial = torch::empty({std::max(floats, 1)}, q.options().dtype(torch::kFloat32));
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
       bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
       bias.stride(1), out.data_ptr(), partial.data_ptr<float>(), static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
       static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale), max_splits,
+      chunk_bytes, blocks_per_sm,
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));
   return out;
 #else
-  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits;
+  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)chunk_bytes,
+      (void)blocks_per_sm;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
   return {};
 #endif

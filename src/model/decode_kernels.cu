@@ -125,9 +125,10 @@ constexpr int kMaxGroup = 8;
 constexpr int kChunkBytes = 8192;  // keys (and as much for values) per chunk, two chunks in flight
 constexpr int kMaxSplits = 64;
 
-// Slots per chunk: kChunkBytes of keys, at most 64 (the scores' share of shared memory).
-__host__ __device__ inline int attend_chunk(int hd, size_t elt) {
-  return max(1, min(64, kChunkBytes / (hd * static_cast<int>(elt))));
+// Slots per chunk: chunk_bytes (0: kChunkBytes) of keys, at most 64 (the scores' share of
+// shared memory).
+inline int attend_chunk(int hd, size_t elt, int chunk_bytes) {
+  return max(1, min(64, (chunk_bytes > 0 ? chunk_bytes : kChunkBytes) / (hd * static_cast<int>(elt))));
 }
 // Splits of the span over blocks (flash decoding): enough blocks to fill the GPU twice over
 // when rows x KV heads do not, each split keeping two chunks or more so that its copies
@@ -161,15 +162,21 @@ __device__ __forceinline__ void load_vec(const T* p, float* out) {
   }
 }
 
-// `bytes` from global src to shared dst by all threads of the block: 16-byte asynchronous
-// copies when both are 16-byte aligned and bytes is a multiple of 16, else 2-byte words.
+// `bytes` from global src to shared dst by all threads of the block: asynchronous copies of 16
+// or 4 bytes where both ends and the length allow, else (synchronously) 2-byte words.
 __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, int bytes) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && (reinterpret_cast<uintptr_t>(dst) % 16 == 0) &&
-                       bytes % 16 == 0;
-  if (aligned) {
+  const auto both = [&](int a) {
+    return reinterpret_cast<uintptr_t>(src) % a == 0 && reinterpret_cast<uintptr_t>(dst) % a == 0 && bytes % a == 0;
+  };
+  if (both(16)) {
     for (int i = threadIdx.x * 16; i < bytes; i += blockDim.x * 16) {
       const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(static_cast<char*>(dst) + i));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(static_cast<const char*>(src) + i));
+    }
+  } else if (both(4)) {
+    for (int i = threadIdx.x * 4; i < bytes; i += blockDim.x * 4) {
+      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(static_cast<char*>(dst) + i));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(static_cast<const char*>(src) + i));
     }
   } else {
     for (int i = threadIdx.x * 2; i < bytes; i += blockDim.x * 2)
@@ -209,8 +216,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   // Two buffers of [chunk, hd] keys then [chunk, hd] values: one being copied in while the
   // other is worked on.
   T* const kv_buffers = reinterpret_cast<T*>(smem_raw);
-  // [g, hd] the queries in float32, 16-byte aligned after the buffers (as the launch sized it)
-  float* qs = reinterpret_cast<float*>(smem_raw + (4 * static_cast<size_t>(chunk) * hd * sizeof(T) + 15) / 16 * 16);
+  // Two buffers of the mask's [g, chunk] slots, copied in with the keys and values (a global
+  // read per score would put its latency on every round), then [g, hd] the queries in
+  // float32; each 16-byte aligned (as the launch sized them).
+  const size_t kv_end = (4 * static_cast<size_t>(chunk) * hd * sizeof(T) + 15) / 16 * 16;
+  TB* const bias_buffers = reinterpret_cast<TB*>(smem_raw + kv_end);
+  float* qs = reinterpret_cast<float*>(smem_raw + kv_end + (2 * static_cast<size_t>(g) * chunk * sizeof(TB) + 15) / 16 * 16);
   float* scores = qs + g * hd;                            // [g, chunk] scores, then probabilities
   float* stat = scores + g * chunk;                       // m[g], l[g], corr[g]
   float* part = stat + 3 * kMaxGroup;                     // [warps, hd] for the final sum over warps
@@ -237,6 +248,9 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     T* kb = kv_buffers + static_cast<size_t>(buf) * 2 * chunk * hd;
     copy_to_shared(kb, kp + static_cast<int64_t>(c0) * hd, bytes);
     copy_to_shared(kb + chunk * hd, vp + static_cast<int64_t>(c0) * hd, bytes);
+    TB* bb = bias_buffers + static_cast<size_t>(buf) * g * chunk;
+    for (int j = 0; j < g; ++j)
+      copy_to_shared(bb + j * chunk, bp + j * bias_s1 + c0, min(chunk, s_end - c0) * static_cast<int>(sizeof(TB)));
     commit_copies();
   };
   if (s_begin < s_end) copy_chunk(s_begin, 0);
@@ -252,6 +266,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     __syncthreads();
     const T* ks = kv_buffers + static_cast<size_t>(buf) * 2 * chunk * hd;
     const T* vs = ks + chunk * hd;
+    const TB* bs = bias_buffers + static_cast<size_t>(buf) * g * chunk;
     // Scores: 8 lanes per key, each VEC consecutive elements at a time; every lane runs the
     // same number of rounds (the shuffles need the whole warp).
     for (int t0 = 0; t0 < n; t0 += groups) {
@@ -291,7 +306,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         d += __shfl_xor_sync(0xffffffffu, d, 4);
         d += __shfl_xor_sync(0xffffffffu, d, 2);
         d += __shfl_xor_sync(0xffffffffu, d, 1);
-        if (valid && sub == 0) scores[j * chunk + t] = d * scale + load(bp[j * bias_s1 + c0 + t]);
+        if (valid && sub == 0) scores[j * chunk + t] = d * scale + load(bs[j * chunk + t]);
       }
     }
     __syncthreads();
@@ -397,18 +412,28 @@ __global__ void attend_combine_kernel(const float* __restrict__ partial, T* __re
 template <typename T, typename TB, int DPL>
 cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                           int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
-                          int64_t cache_row, int64_t cache_head, float scale, int max_splits, cudaStream_t stream) {
-  const int chunk = attend_chunk(hd, sizeof(T));
+                          int64_t cache_row, int64_t cache_head, float scale, int max_splits, int chunk_bytes,
+                          int* blocks_per_sm, cudaStream_t stream) {
+  const int chunk = attend_chunk(hd, sizeof(T), chunk_bytes);
   const int splits = attend_splits(span, chunk, max_splits, B * nkv, multiprocessors());
   const int split_len = (span + splits - 1) / splits;
   const size_t kv_bytes = 4 * static_cast<size_t>(chunk) * hd * sizeof(T);
-  const size_t shared = (kv_bytes + 15) / 16 * 16 +
+  const size_t bias_bytes = 2 * static_cast<size_t>(g) * chunk * sizeof(TB);
+  const size_t shared = (kv_bytes + 15) / 16 * 16 + (bias_bytes + 15) / 16 * 16 +
                         sizeof(float) * (static_cast<size_t>(g) * hd + static_cast<size_t>(g) * chunk +
                                          3 * kMaxGroup + static_cast<size_t>(kAttnWarps) * hd);
   constexpr int kVec = 16 / sizeof(T);
   const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kAttnWarps * 32);
   // Each block takes a few tens of KB of shared memory; left to itself the driver may size the
   // shared part of L1 for one or two such blocks per SM, and the copies then wait in line.
+  if (shared > 48 * 1024) {  // beyond the default limit a kernel must ask for it
+    const cudaError_t e = hd % (8 * kVec) == 0
+                              ? cudaFuncSetAttribute(attend_decode_kernel<T, TB, DPL, kVec>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared))
+                              : cudaFuncSetAttribute(attend_decode_kernel<T, TB, DPL, 1>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (e != cudaSuccess) return e;
+  }
   static const bool carveout = [] {
     cudaFuncSetAttribute(attend_decode_kernel<T, TB, DPL, kVec>, cudaFuncAttributePreferredSharedMemoryCarveout,
                          cudaSharedmemCarveoutMaxShared);
@@ -417,6 +442,13 @@ cudaError_t launch_attend(const void* q, const void* k, const void* v, const voi
     return true;
   }();
   (void)carveout;
+  if (blocks_per_sm) {  // a diagnostic: how many blocks of this launch one SM holds at once
+    return hd % (8 * kVec) == 0
+               ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, attend_decode_kernel<T, TB, DPL, kVec>,
+                                                               kAttnWarps * 32, shared)
+               : cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, attend_decode_kernel<T, TB, DPL, 1>,
+                                                               kAttnWarps * 32, shared);
+  }
   // 16-byte loads of keys need hd to be a multiple of 8 such loads.
   if (hd % (8 * kVec) == 0)
     attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
@@ -436,10 +468,11 @@ cudaError_t launch_attend(const void* q, const void* k, const void* v, const voi
 template <typename T, typename TB>
 cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                               int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
-                              int64_t cache_row, int64_t cache_head, float scale, int max_splits, cudaStream_t stream) {
+                              int64_t cache_row, int64_t cache_head, float scale, int max_splits, int chunk_bytes,
+                              int* blocks_per_sm, cudaStream_t stream) {
 #define QUARTET_ATTEND(D)                                                                                         \
   launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span, cache_row, cache_head, \
-                          scale, max_splits, stream)
+                          scale, max_splits, chunk_bytes, blocks_per_sm, stream)
   if (hd <= 32) return QUARTET_ATTEND(1);
   if (hd <= 64) return QUARTET_ATTEND(2);
   if (hd <= 128) return QUARTET_ATTEND(4);
@@ -534,24 +567,29 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
   return cudaGetLastError();
 }
 
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits) {
-  const int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4), max_splits, B * nkv, multiprocessors());
+int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes) {
+  const int splits =
+      attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4, chunk_bytes), max_splits, B * nkv, multiprocessors());
   return splits > 1 ? B * nkv * splits * g * (hd + 2) : 0;
 }
 
+// blocks_per_sm non-null: launches nothing, reports the occupancy instead.
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, cudaStream_t stream) {
+                                 int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   if (!bf16)
     return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
-                                           cache_row, cache_head, scale, max_splits, stream);
+                                           cache_row, cache_head, scale, max_splits, chunk_bytes, blocks_per_sm,
+                                           stream);
   if (bias_f32)
     return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
-                                                   cache_row, cache_head, scale, max_splits, stream);
+                                                   cache_row, cache_head, scale, max_splits, chunk_bytes,
+                                                   blocks_per_sm, stream);
   return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd,
-                                                         span, cache_row, cache_head, scale, max_splits, stream);
+                                                         span, cache_row, cache_head, scale, max_splits, chunk_bytes,
+                                                         blocks_per_sm, stream);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,

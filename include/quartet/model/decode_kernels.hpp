@@ -40,10 +40,12 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up);
 // first two dimensions, unit stride over slots). Float32 inside,
 // [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256.
 bool attend_decode_supports(int64_t g, int64_t hd);
-// max_splits caps the blocks that share one row and KV head's span (flash decoding; 0: up to
-// 64, one chunk of slots each); benchmarks compare.
+// For benchmarks: max_splits sets the blocks that share one row and KV head's span (flash
+// decoding; 0: chosen for the GPU), chunk_bytes the keys per chunk in shared memory (0: 8 KB);
+// blocks_per_sm non-null launches nothing and reports how many blocks one SM holds at once.
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                            const torch::Tensor& bias, int64_t span, double scale, int max_splits = 0);
+                            const torch::Tensor& bias, int64_t span, double scale, int max_splits = 0,
+                            int chunk_bytes = 0, int* blocks_per_sm = nullptr);
 
 // One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
 // stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
