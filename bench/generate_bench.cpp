@@ -268,6 +268,13 @@ int main(int argc, char** argv) {
       print_row(rows[i].name.substr(0, rows[i].name.find(',')) + ", graphs, no quartet kernel", r, note);
     }
   }
+  // Greedy with quartet's attention kernel too (opt-in: QUARTET_DECODE_ATTENTION=kernel).
+  if (decode_kernels_enabled() && dev.is_cuda()) {
+    const bool was = decode_attention_kernel_enabled();
+    set_decode_attention_kernel(true);
+    print_row("greedy, graphs, attention kernel", timed(model, ids, mask, rows[1].params, a.reps), " ");
+    set_decode_attention_kernel(was);
+  }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.
   {

@@ -41,6 +41,10 @@ bool initially_enabled() {
 #endif
 }
 bool g_enabled = initially_enabled();
+bool g_attention = [] {
+  const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
+  return v && std::strcmp(v, "kernel") == 0;
+}();
 
 [[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
   QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
@@ -63,6 +67,9 @@ void set_decode_kernels(bool on) {
   g_enabled = false;
 #endif
 }
+
+bool decode_attention_kernel_enabled() { return g_enabled && g_attention; }
+void set_decode_attention_kernel(bool on) { g_attention = on; }
 
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                   const torch::Tensor& slot, const torch::Tensor& q_out, const torch::Tensor& k_cache,

@@ -676,13 +676,16 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
     quartet::KVCache cache;
   };
   torch::NoGradGuard no_grad;
-  auto step = [&](quartet::Transformer& model, bool kernels) {
+  // attention: also quartet's (opt-in) attention kernel.
+  auto step = [&](quartet::Transformer& model, bool kernels, bool attention = false) {
     quartet::set_decode_kernels(kernels);
+    quartet::set_decode_attention_kernel(attention);
     Out o{torch::Tensor(), model->make_cache(B, T + 1)};
     model->forward(prompt, prompt_mask, &o.cache);
     o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
                                   mask.to(torch::kBool), o.cache, T + 1);
     quartet::set_decode_kernels(true);
+    quartet::set_decode_attention_kernel(false);
     return o;
   };
   auto fp32 = quartet::load_model(ref_->dir, Head::causal_lm, torch::kFloat32, cuda);
@@ -691,29 +694,33 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
   for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
     model->eval();
-    const auto with = step(model, true), without = step(model, false);
-    const std::string what = dtype == torch::kFloat32 ? "fp32" : "bf16";
-    EXPECT_TRUE(torch::equal(with.cache.k[0], without.cache.k[0])) << what << ": keys of layer 0";
-    EXPECT_TRUE(torch::equal(with.cache.v[0], without.cache.v[0])) << what << ": values of layer 0";
-    // The largest error of one step's logits is a noisy statistic in bf16 (either path may land
-    // a rounding badly on one logit); the mean error over all logits is not.
-    auto mean_error = [&](const torch::Tensor& a) {
-      auto x = a.to(torch::kCPU, torch::kDouble), y = exact.logits.to(torch::kCPU, torch::kDouble);
-      return (x - y).abs().mean().item<double>() / y.abs().mean().item<double>();
-    };
-    const double err_with = relative_error(with.logits, exact.logits),
-                 err_without = relative_error(without.logits, exact.logits);
-    const double mean_with = mean_error(with.logits), mean_without = mean_error(without.logits);
-    std::printf("[kernels] %-28s %s: logits vs the float32 ATen step, largest (mean) error: with kernels "
-                "%.3e (%.3e), without %.3e (%.3e)\n",
-                ref_->name.c_str(), what.c_str(), err_with, mean_with, err_without, mean_without);
-    std::fflush(stdout);
-    if (dtype == torch::kFloat32) {
-      EXPECT_LE(relative_error(with.logits, without.logits), 1e-5) << "fp32 logits differ beyond rounding";
-    } else {
-      EXPECT_LE(mean_with, 1.25 * mean_without) << "bf16: the kernels are less accurate than ATen on average";
-      // And the largest error within the bf16 criterion of GpuBf16 (quartet against HF).
-      EXPECT_LE(err_with, std::max(kBf16Tol, kBf16VsHF * err_without));
+    const auto without = step(model, false);
+    for (bool attention : {false, true}) {
+      const auto with = step(model, true, attention);
+      const std::string what =
+          std::string(dtype == torch::kFloat32 ? "fp32" : "bf16") + (attention ? " + attention kernel" : "");
+      EXPECT_TRUE(torch::equal(with.cache.k[0], without.cache.k[0])) << what << ": keys of layer 0";
+      EXPECT_TRUE(torch::equal(with.cache.v[0], without.cache.v[0])) << what << ": values of layer 0";
+      // The largest error of one step's logits is a noisy statistic in bf16 (either path may land
+      // a rounding badly on one logit); the mean error over all logits is not.
+      auto mean_error = [&](const torch::Tensor& a) {
+        auto x = a.to(torch::kCPU, torch::kDouble), y = exact.logits.to(torch::kCPU, torch::kDouble);
+        return (x - y).abs().mean().item<double>() / y.abs().mean().item<double>();
+      };
+      const double err_with = relative_error(with.logits, exact.logits),
+                   err_without = relative_error(without.logits, exact.logits);
+      const double mean_with = mean_error(with.logits), mean_without = mean_error(without.logits);
+      std::printf("[kernels] %-28s %-24s: logits vs the float32 ATen step, largest (mean) error: with kernels "
+                  "%.3e (%.3e), without %.3e (%.3e)\n",
+                  ref_->name.c_str(), what.c_str(), err_with, mean_with, err_without, mean_without);
+      std::fflush(stdout);
+      if (dtype == torch::kFloat32) {
+        EXPECT_LE(relative_error(with.logits, without.logits), 1e-5) << what << ": logits differ beyond rounding";
+      } else {
+        EXPECT_LE(mean_with, 1.25 * mean_without) << what << ": the kernels are less accurate than ATen on average";
+        // And the largest error within the bf16 criterion of GpuBf16 (quartet against HF).
+        EXPECT_LE(err_with, std::max(kBf16Tol, kBf16VsHF * err_without)) << what;
+      }
     }
   }
   quartet::SamplingParams p;

@@ -15,6 +15,13 @@ namespace quartet {
 bool decode_kernels_enabled();
 void set_decode_kernels(bool on);
 
+// The attention kernel below in decoding steps: off unless QUARTET_DECODE_ATTENTION=kernel (or
+// set_decode_attention_kernel(true)). On the H200 it reads the cache at 1.6-1.8 TB/s, slower
+// than ATen's two batched products at the benchmark's spans (bench/RESULTS.md), so ATen's stay
+// the default until it is faster.
+bool decode_attention_kernel_enabled();
+void set_decode_attention_kernel(bool on);
+
 // One decoding step's fused q/k/v product qkv [B, (nh + 2 nkv) * hd] (heads: nh queries, nkv
 // keys, nkv values; float32 or bfloat16, contiguous, on CUDA): queries and keys rotated as
 // x cos + x[swap halves] sin_signed (cos, sin_signed [B, hd]; undefined for no rotation), the
