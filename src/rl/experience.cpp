@@ -88,13 +88,22 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_devi
 
 }  // namespace
 
-torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, torch::Tensor* entropy) {
+torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
+                              torch::Tensor* entropy) {
   auto b = on_device(batch, model.device());
   auto logits = model.forward(b.sequences, b.attention_mask);
   const int64_t P = b.prompt_len(), A = b.actions();
   auto acting = logits.narrow(1, P - 1, A);
+  auto actions = b.sequences.narrow(1, P, A);
+  if (view.vocab_limit > 0 && view.vocab_limit < acting.size(-1)) {
+    acting = acting.narrow(-1, 0, view.vocab_limit);
+    // Sampled actions lie within the limit; a padding id past it (after a stop, masked) is
+    // only kept in range.
+    actions = actions.clamp_max(view.vocab_limit - 1);
+  }
+  if (view.temperature > 0 && view.temperature != 1.0) acting = acting / view.temperature;
   if (entropy) *entropy = token_entropy(acting);
-  return token_logprobs(acting, b.sequences.narrow(1, P, A));
+  return token_logprobs(acting, actions);
 }
 
 torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch) {
@@ -103,8 +112,10 @@ torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch) {
   return values.narrow(1, b.prompt_len() - 1, b.actions()).to(torch::kFloat32);
 }
 
-torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) { return action_logprobs(model, mb); });
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+                             const SamplingView& view) {
+  return micro_batched(model, batch, micro_batch,
+                       [&](const RolloutBatch& mb) { return action_logprobs(model, mb, view); });
 }
 
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {

@@ -100,6 +100,11 @@ class Trainer {
   std::unique_ptr<RunFile> run_file_;  // actor ranks
   // The generated text of every row (up to its stop token), decoded in one pass on the CPU.
   std::vector<std::string> decode_completions(const RolloutBatch& b) const;
+  // What generation samples from (rl/experience.hpp): the actor's and the reference's
+  // log-probs are taken over it, so that the ratio and the KL compare like with like.
+  SamplingView sampling_view() const {
+    return {tokenizer_->vocab_size(), cfg_.rollout.temperature > 0 ? cfg_.rollout.temperature : 1.0};
+  }
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
@@ -443,7 +448,7 @@ int Trainer::run() {
           for (auto* group : {&ex.reference, &ex.reward, &ex.critic})
             if (!group->empty()) (*group)[static_cast<size_t>(c)]->forward(host);
         }
-        old_parts.push_back(score_logprobs(*actor->model, b, cfg_.train.micro_batch));
+        old_parts.push_back(score_logprobs(*actor->model, b, cfg_.train.micro_batch, sampling_view()));
         chunk_batches.push_back(b);
       }
       actor->model->release_full();
@@ -462,7 +467,7 @@ int Trainer::run() {
     if (colocated()) {
       if (reference) {
         activate({Role::reference});
-        ref_logp = score_logprobs(*reference->model, batch, cfg_.train.micro_batch);
+        ref_logp = score_logprobs(*reference->model, batch, cfg_.train.micro_batch, sampling_view());
       }
       if (reward) {
         activate({Role::reward});
@@ -488,7 +493,7 @@ int Trainer::run() {
             waited = true;
           }
           auto joined = concat_rollouts(pieces, pad_id_);
-          torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch)
+          torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch, sampling_view())
                               : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
                                           : score_values(*m->model, joined, cfg_.train.micro_batch);
           std::vector<Batch> results;
@@ -599,7 +604,7 @@ int Trainer::run() {
     const uint64_t shuffle_seed = cfg_.run.seed * 31u + static_cast<uint64_t>(it);
     if (actor) {
       activate({Role::actor});
-      PolicyTargets tg{batch, old_logp, advantages, al_.name == "grpo" ? ref_logp : torch::Tensor()};
+      PolicyTargets tg{batch, old_logp, advantages, al_.name == "grpo" ? ref_logp : torch::Tensor(), sampling_view()};
       ps = update_policy(*actor, tg, cfg_, &actor_step, actor_total, shuffle_seed);
     }
     if (critic) {

@@ -113,7 +113,8 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                        const auto& i = index;
                        auto mask = b.action_mask.to(dev).to(torch::kFloat32);
                        torch::Tensor entropy;
-                       auto logp = action_logprobs(*actor.model, b, al.entropy_coef > 0 ? &entropy : nullptr);
+                       auto logp =
+                           action_logprobs(*actor.model, b, tg.view, al.entropy_coef > 0 ? &entropy : nullptr);
                        auto pl = ppo_policy_loss(logp, old_logp.index_select(0, i), advantages.index_select(0, i),
                                                  mask, al.clip_eps);
                        auto loss = pl.loss;

@@ -37,8 +37,18 @@ std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const st
 // The largest of every group member's `mine`.
 int64_t group_max(Collectives& group, int64_t mine);
 
+// The distribution generation draws the actions from, which their log-probs describe: the
+// logits of the tokenizer's ids only (vocab_limit > 0: the first vocab_limit; generation never
+// picks the others) divided by the sampling temperature (1 for greedy). With a tokenizer as
+// wide as the model and temperature 1, the model's own distribution.
+struct SamplingView {
+  int64_t vocab_limit = 0;
+  double temperature = 1.0;
+};
+
 // float32 [B, A]: log-probs of the actions under a causal LM (no grad).
-torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+                             const SamplingView& view);
 // float32 [B, A]: the critic's values of the states before each action (no grad).
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
 // float32 [B]: a sequence-reward model's scores (no grad).
@@ -46,7 +56,8 @@ torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, in
 
 // With grad, for the updates: the log-probs (and, when `entropy` is given, the entropies) of
 // the actions of `batch`'s rows, and the critic's values.
-torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, torch::Tensor* entropy = nullptr);
+torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
+                              torch::Tensor* entropy = nullptr);
 torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch);
 
 // Rows `index` (int64, any device) of every tensor of the batch.

@@ -17,6 +17,7 @@ struct PolicyTargets {
   RolloutBatch batch;
   torch::Tensor old_logp, advantages;  // [B, A]
   torch::Tensor ref_logp;              // [B, A], GRPO's KL loss only (else undefined)
+  SamplingView view;                   // the distribution old_logp describes
 };
 
 struct UpdateStats {

@@ -1,0 +1,99 @@
+// The actions' log-probs describe the distribution generation sampled them from
+// (rl/experience.hpp SamplingView): only the tokenizer's ids (the first vocab_limit logits) and
+// the logits divided by the temperature. Checked on a small random causal LM against
+// log_softmax written out here, against the model's own distribution (which a narrower
+// vocabulary can only make more likely), and through the micro-batched scoring path.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "quartet/dist/collectives.hpp"
+#include "quartet/model/model_config.hpp"
+#include "quartet/rl/experience.hpp"
+#include "quartet/shard/sharded_model.hpp"
+#include "test_main.hpp"
+
+using namespace quartet;
+
+namespace {
+
+constexpr int64_t kVocab = 53, kLimit = 40, kB = 3, kP = 4, kA = 5;
+
+ModelConfig tiny_llama() {
+  ModelConfig m;
+  m.model_type = "llama";
+  m.vocab_size = kVocab;
+  m.hidden_size = 24;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.intermediate_size = 37;
+  m.max_positions = 64;
+  m.activation = "silu";
+  m.complete("test config");
+  return m;
+}
+
+// kB rows of kP prompt and kA action tokens below kLimit; row 2 stopped after 2 actions and is
+// padded with id 50 (past the limit, as a model's pad id may be), masked out.
+RolloutBatch rollouts() {
+  auto gen = at::detail::createCPUGenerator(5);
+  RolloutBatch b;
+  b.sequences = torch::randint(1, kLimit, {kB, kP + kA}, gen, torch::kLong);
+  b.attention_mask = torch::ones({kB, kP + kA}, torch::kLong);
+  b.action_mask = torch::ones({kB, kA}, torch::kLong);
+  b.sequences[2].narrow(0, kP + 2, kA - 2).fill_(50);
+  b.attention_mask[2].narrow(0, kP + 2, kA - 2).fill_(0);
+  b.action_mask[2].narrow(0, 2, kA - 2).fill_(0);
+  return b;
+}
+
+class RlLogprobs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    group_ = make_mpi_collectives("rl_logprobs", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+    model_ = std::make_unique<ShardedModel>(tiny_llama(), Head::causal_lm, *group_, ShardOptions{},
+                                            source_random(tiny_llama(), 3, torch::kCPU));
+  }
+  std::unique_ptr<Collectives> group_;
+  std::unique_ptr<ShardedModel> model_;
+};
+
+TEST_F(RlLogprobs, OverTheTokenizersIdsAtTheTemperature) {
+  torch::NoGradGuard no_grad;
+  const RolloutBatch b = rollouts();
+  const SamplingView view{kLimit, 0.7};
+  torch::Tensor entropy;
+  const auto got = action_logprobs(*model_, b, view, &entropy);
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{kB, kA}));
+
+  const auto logits = model_->forward(b.sequences, b.attention_mask).narrow(1, kP - 1, kA).to(torch::kDouble);
+  const auto scaled = logits.narrow(-1, 0, kLimit) / 0.7;
+  const auto logp_all = torch::log_softmax(scaled, -1);
+  const auto actions = b.sequences.narrow(1, kP, kA).clamp_max(kLimit - 1);
+  const auto expected = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
+  const auto mask = b.action_mask.to(torch::kBool);
+  EXPECT_TRUE(torch::allclose(got.to(torch::kDouble).masked_select(mask), expected.masked_select(mask), 1e-5, 1e-6))
+      << got << "\n" << expected;
+  EXPECT_TRUE(torch::isfinite(got).all().item<bool>()) << "a padding id past the limit must not break the gather";
+  const auto expected_entropy = -(logp_all.exp() * logp_all).sum(-1);
+  EXPECT_TRUE(torch::allclose(entropy.to(torch::kDouble), expected_entropy, 1e-5, 1e-6));
+
+  // At temperature 1 the narrower vocabulary only moves probability onto the kept ids: every
+  // action is strictly more likely than under the model's whole distribution.
+  const auto narrow = action_logprobs(*model_, b, SamplingView{kLimit, 1.0});
+  const auto whole = action_logprobs(*model_, b, SamplingView{});
+  EXPECT_TRUE((narrow.masked_select(mask) > whole.masked_select(mask)).all().item<bool>());
+  const auto whole_expected = torch::log_softmax(logits, -1)
+                                  .gather(-1, b.sequences.narrow(1, kP, kA).unsqueeze(-1))
+                                  .squeeze(-1);
+  EXPECT_TRUE(torch::allclose(whole.to(torch::kDouble).masked_select(mask), whole_expected.masked_select(mask), 1e-5,
+                              1e-6));
+
+  // The scoring path (micro-batches of 2 rows) gives the same.
+  const auto scored = score_logprobs(*model_, b, 2, view);
+  EXPECT_TRUE(torch::allclose(scored.masked_select(mask), got.masked_select(mask), 1e-5, 1e-6));
+}
+
+}  // namespace
