@@ -39,3 +39,5 @@ for n in ${PPO_GPUS:-1 2}; do
       --set placement.reference=1 --set placement.reward=1 --set rollout.batch=64
   fi
 done
+echo; echo "== summary (iterations 2-4)"
+phase_summary runs/ppo886m-colocated-1:1 runs/ppo886m-colocated-2:2 runs/ppo886m-disjoint-2:2

@@ -15,3 +15,24 @@ r = random.Random(1)
 for i in range(512):
     print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
 PY
+
+# phase_summary RUN_DIR:GPUS ...: each run's run file copied to $OUT/<run>/run.h5 (it comes back
+# with the logs), then postprocess/phase_table.py's table of them (phase times, iteration time,
+# tokens/s, peak memory, scaling against the fewest GPUs) when this python3 has h5py; else
+# run that script on the copies. Runs without a run file (skipped, failed early) are left out.
+phase_summary() {
+  local files=() gpus=() spec dir
+  for spec in "$@"; do
+    dir=${spec%:*}
+    [ -f "$dir/run.h5" ] || continue
+    mkdir -p "$OUT/$(basename "$dir")"  # the table names a run by its directory
+    cp "$dir/run.h5" "$OUT/$(basename "$dir")/run.h5"
+    files+=("$OUT/$(basename "$dir")/run.h5"); gpus+=("${spec##*:}")
+  done
+  [ ${#files[@]} -gt 0 ] || { echo "(no run files to summarise)"; return; }
+  if python3 -c "import h5py" 2>/dev/null; then
+    python3 postprocess/phase_table.py "${files[@]}" --gpus "${gpus[@]}" --markdown
+  else
+    echo "(no h5py here: python3 postprocess/phase_table.py on the copied run files, --gpus ${gpus[*]})"
+  fi
+}

@@ -43,33 +43,12 @@ for models in ${MODELS:-6b 13b}; do
       --set placement.reference=1 --set placement.reward=1 --set rollout.batch=16
   fi
 done
-# Summary: mean phase times of iterations 2.. and the largest per-rank peak, per run.
-python3 - "$OUT" <<'PY'
-import glob, os, re, sys
-rows = []
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "scaling_*.log"))):
-    name = os.path.basename(f)[len("scaling_"):-4]
-    text = open(f, errors="replace").read()
-    its = [dict(re.findall(r"(gen|score|adv|train|iter) ([0-9.]+)s", l)) for l in re.findall(r"^iter (?:[2-9]|\d\d+)/\d+ .*$", text, re.M)]
-    # "  rank  roles  generate score advantages train plan": the phases' peaks, not the plan's.
-    peaks = [max(float(x) for x in re.findall(r"\d+\.\d+", l)[:-1]) for l in re.findall(r"^  \d+ .*$", text, re.M)]
-    if not its:
-        rows.append((name, None, {}, max(peaks) if peaks else 0)); continue
-    mean = {k: sum(float(i[k]) for i in its) / len(its) for k in ("gen", "score", "adv", "train")}
-    # The iteration's wall time ("iter"); the phases overlap across ranks when placed apart.
-    total = sum(float(i["iter"]) for i in its) / len(its) if all("iter" in i for i in its) else sum(mean.values())
-    rows.append((name, total, mean, max(peaks) if peaks else 0))
-print("\n| run | gpus | generate s | score s | train s | iteration s | scaling | peak GiB/GPU |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
-base = {}
-for name, total, m, peak in rows:
-    n = int(name.rsplit("-", 1)[1]); models = name.split("-")[0]
-    if total is None:
-        print(f"| {name} | {n} | failed | | | | | {peak:.1f} |"); continue
-    eff = ""
-    if "colocated" in name:
-        if models not in base: base[models] = (n, total)
-        n0, t0 = base[models]
-        eff = f"{100 * t0 * n0 / (total * n):.0f}%"
-    print(f"| {name} | {n} | {m['gen']:.2f} | {m['score']:.2f} | {m['train']:.2f} | {total:.2f} | {eff} | {peak:.1f} |")
-PY
+# Summary per model set: postprocess/phase_table.py over the run files (iteration 1, the warm-up,
+# left out; scaling against the fewest GPUs measured).
+for models in ${MODELS:-6b 13b}; do
+  echo; echo "== summary, $models"
+  specs=()
+  for n in ${GPUS:-2 4 8}; do specs+=("runs/scaling-$models-colocated-$n:$n"); done
+  specs+=("runs/scaling-$models-disjoint-8:8")
+  phase_summary "${specs[@]}"
+done

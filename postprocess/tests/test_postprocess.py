@@ -24,13 +24,14 @@ POSTPROCESS = os.path.dirname(HERE)
 sys.path.insert(0, POSTPROCESS)
 
 import compare_runs  # noqa: E402
+import phase_table  # noqa: E402
 import plot_run  # noqa: E402
 import quartet_run  # noqa: E402
 import show_rollouts  # noqa: E402
 import sweep_table  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SCRIPTS = ("plot_run.py", "sweep_table.py", "show_rollouts.py", "compare_runs.py")
+SCRIPTS = ("plot_run.py", "sweep_table.py", "show_rollouts.py", "compare_runs.py", "phase_table.py")
 
 METRICS = ("reward_mean", "reward_std", "reward_min", "reward_max", "kl", "kl_coef", "policy_loss",
            "clip_fraction", "approx_kl", "entropy", "value_loss", "value_clip_fraction", "response_length",
@@ -317,6 +318,34 @@ class FunctionTest(Fixture):
         self.assertAlmostEqual(lb, 0.5 + 0.35)
 
 
+    def test_phase_rows(self):
+        a = quartet_run.open_run(self.run_a)
+        b = quartet_run.open_run(self.run_b)
+        # run_a twice, on 3 and on 6 GPUs, then run_b (no /timing, no time_iteration).
+        rows = phase_table.build_rows([a, a, b], [3, 6, 2], skip=1)
+        col = {name: i for i, name in enumerate(phase_table.HEADER)}
+        first = rows[0]
+        self.assertEqual(first[col["placement"]], "disjoint")
+        self.assertEqual(first[col["ranks"]], 3)
+        self.assertEqual(first[col["iterations"]], 9)  # 10 complete, the warm-up left out
+        # rank 1 is the slowest: 0.2 + k seconds in phase k
+        for k, phase in enumerate(quartet_run.PHASES):
+            self.assertAlmostEqual(first[col[phase + " s"]], 0.2 + k)
+        self.assertAlmostEqual(first[col["iteration s"]], 1.0)
+        self.assertAlmostEqual(first[col["new tok/s"]], float(np.mean(np.sin(np.arange(1, 10)) + 2)))
+        self.assertAlmostEqual(first[col["peak GiB"]], 0.0)
+        self.assertAlmostEqual(first[col["plan GiB"]], 1e9 / (1 << 30))
+        self.assertAlmostEqual(first[col["scaling"]], 100.0)
+        self.assertAlmostEqual(rows[1][col["scaling"]], 50.0)  # the same time on twice the GPUs
+        last = rows[2]
+        self.assertAlmostEqual(last[col["generate s"]], 1.0)  # from time_generate
+        self.assertIsNone(last[col["score s"]])
+        self.assertIsNone(last[col["iteration s"]])
+        self.assertIsNone(last[col["scaling"]])
+        # --skip larger than the run: every iteration is used
+        self.assertEqual(phase_table.build_rows([b], [1], skip=50)[0][col["iterations"]], 8)
+
+
 class ScriptTest(Fixture):
     def check_ok(self, result):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
@@ -392,6 +421,18 @@ class ScriptTest(Fixture):
         result = run_script("compare_runs.py", self.run_a, self.run_b, "--metric", "kl", cwd=self.tmp)
         self.check_ok(result)
         self.assertTrue(is_png(os.path.join(self.tmp, "compare_sweep_a_vs_sweep_b.png")))
+
+    def test_phase_table(self):
+        result = run_script("phase_table.py", self.run_a, self.run_a, "--gpus", "1", "2", "--markdown")
+        self.check_ok(result)
+        lines = result.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("| run | placement |"), result.stdout)
+        self.assertEqual(len(lines), 4)
+        self.assertIn("| sweep_a | disjoint | 3 | 1 | 9 | 0.20 | 1.20 | 2.20 | 3.20 | 1.00 |", lines[2])
+        self.assertTrue(lines[2].endswith("| 100% |") and lines[3].endswith("| 50% |"), result.stdout)
+        result = run_script("phase_table.py", self.run_a, "--gpus", "1", "2")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--gpus needs one positive count per run", result.stderr)
 
     def test_bad_files(self):
         for path, what in self.bad.items():
