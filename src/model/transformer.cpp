@@ -449,7 +449,8 @@ class MlpImpl : public torch::nn::Module {
         auto w = adjacent_rows({gate_->weight, up_->weight});
         if (w.defined()) {
           auto gate_up = torch::linear(x, w);
-          if (c_.activation == "silu" && decode_kernels_for(gate_up)) return down_(silu_mul(gate_up));
+          if ((c_.activation == "silu" || c_.activation == "swish") && decode_kernels_for(gate_up))
+            return down_(silu_mul(gate_up));
           const int64_t i = c_.intermediate_size;
           return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
         }
