@@ -46,6 +46,16 @@ void sync(const torch::Device& d) {
   synchronize_device(d);
 }
 
+// Microseconds per call of f: 5 warm-up calls, then the mean of `calls` back to back.
+double time_us(const torch::Device& dev, const std::function<void()>& f, int calls) {
+  for (int i = 0; i < 5; ++i) f();
+  synchronize_device(dev);
+  const double t0 = now();
+  for (int i = 0; i < calls; ++i) f();
+  synchronize_device(dev);
+  return (now() - t0) / calls * 1e6;
+}
+
 struct Run {
   Generation g;
   double seconds = 0;
@@ -65,17 +75,9 @@ void head_gemms(Transformer& model, int64_t batch, const torch::Device& dev) {
   for (int64_t rows : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}}) {
     if (rows > 2 * batch) break;
     auto x = torch::randn({rows, w.size(1)}, w.options());
-    auto time_us = [&](const std::function<torch::Tensor()>& f) {
-      for (int i = 0; i < 5; ++i) f();
-      synchronize_device(dev);
-      const double t0 = now();
-      for (int i = 0; i < 50; ++i) f();
-      synchronize_device(dev);
-      return (now() - t0) / 50 * 1e6;
-    };
-    const double a = time_us([&] { return torch::linear(x, w); });
-    const double b = time_us([&] { return torch::mm(w, x.t()); });
-    const double c = time_us([&] { return torch::addmm(zero_bias, x, w.t()); });
+    const double a = time_us(dev, [&] { torch::linear(x, w); }, 50);
+    const double b = time_us(dev, [&] { torch::mm(w, x.t()); }, 50);
+    const double c = time_us(dev, [&] { torch::addmm(zero_bias, x, w.t()); }, 50);
     std::printf("| %4lld | %9.1f | %8.1f | %12.1f |\n", (long long)rows, a, b, c);
   }
 }
@@ -104,28 +106,20 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
     auto kc = torch::randn({batch, nkv, span, hd}, opts), vc = torch::randn({batch, nkv, span, hd}, opts);
     auto q = torch::randn({batch, nkv * g, hd}, opts);
     auto bias = torch::zeros({batch * nkv, g, span}, opts);
-    auto time_us = [&](const std::function<void()>& f) {
-      for (int i = 0; i < 5; ++i) f();
-      synchronize_device(dev);
-      const double t0 = now();
-      for (int i = 0; i < 100; ++i) f();
-      synchronize_device(dev);
-      return (now() - t0) / 100 * 1e6;
-    };
-    const double aten = time_us([&] {
+    const double aten = time_us(dev, [&] {
       auto scores = at::baddbmm(bias, q.view({batch * nkv, g, hd}), kc.view({batch * nkv, span, hd}).transpose(1, 2),
                                 1.0, scale);
       at::bmm(scores.softmax(-1), vc.view({batch * nkv, span, hd}));
-    });
-    const double ours = time_us([&] { attend_decode(q, kc, vc, bias, span, scale); });
-    const double one = time_us([&] { attend_decode(q, kc, vc, bias, span, scale, 1); });
+    }, 100);
+    const double ours = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale); }, 100);
+    const double one = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
     const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
     std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |", (long long)span, bytes / 1e6,
                 bytes / kHbmBytesPerS * 1e6, aten, ours, bytes / (ours * 1e-6) / 1e12, one);
     for (int kb : chunk_kb) {
       int per_sm = 0;
       attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024, &per_sm);
-      const double us = time_us([&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); });
+      const double us = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
       std::printf(" %6.1f (%d) |", us, per_sm);
     }
     std::printf("\n");

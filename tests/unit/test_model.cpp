@@ -724,26 +724,22 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
     }
   }
   quartet::SamplingParams p;
-  p.temperature = 0.0;
   p.max_new_tokens = 24;
   p.span_bucket = 8;
   p.pad_id = fp32->config().pad_token_id.value_or(0);
   p.cuda_graphs = true;
-  auto a = quartet::generate(fp32, prompt, prompt_mask, p);
-  quartet::set_decode_kernels(false);
-  auto b = quartet::generate(fp32, prompt, prompt_mask, p);
-  quartet::set_decode_kernels(true);
-  EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "fp32 greedy tokens with the kernels:\n"
-                                                << a.tokens.slice(1, T) << "\nwithout:\n" << b.tokens.slice(1, T);
-  // Sampling at T = 1 (PPO's): the one-kernel race on the same Exp(1) draws as ATen's.
-  p.temperature = 1.0;
-  p.seed = 7;
-  auto c = quartet::generate(fp32, prompt, prompt_mask, p);
-  quartet::set_decode_kernels(false);
-  auto d = quartet::generate(fp32, prompt, prompt_mask, p);
-  quartet::set_decode_kernels(true);
-  EXPECT_TRUE(torch::equal(c.tokens, d.tokens)) << "fp32 sampled tokens with the kernels:\n"
-                                                << c.tokens.slice(1, T) << "\nwithout:\n" << d.tokens.slice(1, T);
+  // Greedy, then sampling at T = 1 (PPO's: the one-kernel race on the same Exp(1) draws as ATen's).
+  for (double temperature : {0.0, 1.0}) {
+    p.temperature = temperature;
+    p.seed = 7;
+    auto a = quartet::generate(fp32, prompt, prompt_mask, p);
+    quartet::set_decode_kernels(false);
+    auto b = quartet::generate(fp32, prompt, prompt_mask, p);
+    quartet::set_decode_kernels(true);
+    EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "fp32 tokens at temperature " << temperature
+                                                  << " with the kernels:\n" << a.tokens.slice(1, T)
+                                                  << "\nwithout:\n" << b.tokens.slice(1, T);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuKernels,
