@@ -100,7 +100,7 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
       rotate ? sin_signed.data_ptr() : nullptr, slot.data_ptr<int64_t>(), q_out.data_ptr(), k_cache.data_ptr(),
       v_cache.data_ptr(), static_cast<int>(B), static_cast<int>(nh), static_cast<int>(nkv), static_cast<int>(hd),
       k_cache.stride(0), k_cache.stride(1), rotate, c10::cuda::getCurrentCUDAStream(qkv.device().index()).stream());
-  QUARTET_CHECK(err == cudaSuccess, std::string("qkv_to_cache: kernel launch failed: ") + cudaGetErrorString(err));
+  check_launch("qkv_to_cache", err, cudaGetErrorString(err));
 #else
   (void)qkv, (void)cos, (void)sin_signed, (void)slot, (void)q_out, (void)k_cache, (void)v_cache, (void)nh, (void)nkv,
       (void)hd;
@@ -191,13 +191,14 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
   const int floats = kernels::attend_partial_floats(bf16, static_cast<int>(B), static_cast<int>(nkv),
                                                     static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span),
                                                     max_splits, chunk_bytes);
-  auto partial = torch::empty({std::max(floats, 1)}, q.options().dtype(torch::kFloat32));
+  // (Nothing to allocate on the decoding path when one block covers the span.)
+  const auto partial = floats > 0 ? torch::empty({floats}, q.options().dtype(torch::kFloat32)) : torch::Tensor();
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
       bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
-      bias.stride(1), out.data_ptr(), partial.data_ptr<float>(), static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
-      static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale), max_splits,
-      chunk_bytes, blocks_per_sm,
+      bias.stride(1), out.data_ptr(), floats > 0 ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
+      static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0),
+      k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes, blocks_per_sm,
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));
   return out;

@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   // The warps' partial sums, one query head at a time: the output, or with several splits the
   // split's unnormalised sum, maximum and total [g, hd + 2] for attend_combine_kernel.
   T* op = out + static_cast<int64_t>(bk) * g * hd;
-  float* pp = partial + (static_cast<int64_t>(bk) * gridDim.y + split) * g * (hd + 2);
+  float* pp = gridDim.y > 1 ? partial + (static_cast<int64_t>(bk) * gridDim.y + split) * g * (hd + 2) : nullptr;
 #pragma unroll
   for (int j = 0; j < kMaxGroup; ++j) {
     if (j >= g) break;
