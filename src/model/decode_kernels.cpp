@@ -109,7 +109,8 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
 }
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
-                                                     const torch::Tensor& weight, double eps) {
+                                                     const torch::Tensor& weight, double eps,
+                                                     const torch::Tensor& sum_out) {
 #ifdef QUARTET_WITH_DECODE_KERNELS
   QUARTET_CHECK(x.is_cuda() && float_or_bf16(x) && x.is_contiguous() && x.dim() >= 1,
                 "add_rms_norm: x must be a contiguous float32 or bfloat16 CUDA tensor");
@@ -120,7 +121,11 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
   QUARTET_CHECK(weight.numel() == H && weight.scalar_type() == x.scalar_type() && weight.device() == x.device() &&
                     weight.is_contiguous(),
                 "add_rms_norm: weight must be [H] like x");
-  auto sum = torch::empty_like(x), normed = torch::empty_like(x);
+  if (sum_out.defined())
+    QUARTET_CHECK(sum_out.sizes() == x.sizes() && sum_out.scalar_type() == x.scalar_type() &&
+                      sum_out.device() == x.device() && sum_out.is_contiguous(),
+                  "add_rms_norm: sum_out must be contiguous and like x");
+  auto sum = sum_out.defined() ? sum_out : torch::empty_like(x), normed = torch::empty_like(x);
   const int64_t R = x.numel() / H;
   if (R == 0) return {sum, normed};
   const c10::cuda::CUDAGuard guard(x.device());
@@ -131,7 +136,7 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
   check_launch("add_rms_norm", err, cudaGetErrorString(err));
   return {sum, normed};
 #else
-  (void)x, (void)a, (void)weight, (void)eps;
+  (void)x, (void)a, (void)weight, (void)eps, (void)sum_out;
   QUARTET_CHECK(false, std::string("add_rms_norm: ") + kNoKernels);
   return {};
 #endif

@@ -213,6 +213,9 @@ struct Step {
   // negated, and the index that swaps the halves, so that queries and keys rotate together
   // as x cos + x[swap] sin_signed (the same products and sum as rotate_half, so the same bits).
   torch::Tensor sin_signed, swap_halves;
+  // decode_step, Llama with the decode kernels: blocks pass the residual stream and their MLP's
+  // output on unsummed (BlockImpl::forward_carried).
+  bool carry = false;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -460,6 +463,22 @@ class MlpImpl : public torch::nn::Module {
     if (c_.family == Family::gpt2) return c_proj_(activate(c_.activation, c_fc_(x)));
     return down_(activate(c_.activation, up_(x)));
   }
+  // A decoding step's MLP written into out (contiguous, [B, 1, H] like x): Llama's down
+  // projection multiplies straight into it, so the residual add can wait for the next block's
+  // RMSNorm (BlockImpl::forward_carried).
+  void decode_into(const torch::Tensor& x, const torch::Tensor& out) {
+    const int64_t B = x.numel() / x.size(-1);
+    if (c_.family == Family::llama && !down_->bias.defined() && (c_.activation == "silu" || c_.activation == "swish")) {
+      auto w = gate_->bias.defined() ? torch::Tensor() : adjacent_rows({gate_->weight, up_->weight});
+      if (w.defined() && decode_kernels_for(x)) {
+        auto act = silu_mul(torch::linear(x, w));
+        auto rows = out.view({B, -1});
+        at::mm_out(rows, act.view({B, -1}), down_->weight.t());
+        return;
+      }
+    }
+    out.copy_(forward(x, /*decode=*/true));
+  }
 
  private:
   ModelConfig c_;
@@ -502,6 +521,7 @@ class BlockImpl : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer) {
     const bool decode = s.slot.defined();
+    if (s.carry) return forward_carried(x, s, layer);
     if (c_.family == Family::gptj) {
       // One LayerNorm feeds both branches.
       auto h = ln1_(x);
@@ -518,6 +538,34 @@ class BlockImpl : public torch::nn::Module {
     }
     auto y = x + a;
     return y + mlp_->forward(ln2_(y), decode);
+  }
+
+  // A Llama decoding step with the decode kernels (Step::carry): x is the embeddings [B, 1, H]
+  // (first block) or what the block before returned, [2, B, 1, H]: the residual stream before
+  // its MLP, and the MLP's output. Each residual add is fused with the RMSNorm that follows it
+  // (this block's two, and the next block's or the final norm for the MLP's), the same sums
+  // and roundings as x + a then RMSNorm, two kernels a block fewer.
+  torch::Tensor forward_carried(const torch::Tensor& x, const Step& s, int64_t layer) {
+    torch::Tensor residual, h;
+    if (x.dim() == 4) {
+      std::tie(residual, h) = add_rms_norm(x[0], x[1], ln1_->weight, c_.norm_eps);
+    } else {
+      residual = x;
+      h = ln1_(x);
+    }
+    auto a = attn_(h, s, layer);
+    auto out = torch::empty({2, residual.size(0), residual.size(1), residual.size(2)}, residual.options());
+    auto h2 = add_rms_norm(residual, a, ln2_->weight, c_.norm_eps, out[0]).second;
+    mlp_->decode_into(h2, out[1]);
+    return out;
+  }
+
+  // Whether decode_step may carry the residual stream as forward_carried does.
+  bool can_carry(const torch::Tensor& x) {
+    return c_.family == Family::llama && !c_.parallel_residual && decode_kernels_for(x) &&
+           !torch::GradMode::is_enabled() && ln1_->weight.scalar_type() == x.scalar_type() &&
+           ln2_->weight.scalar_type() == x.scalar_type() && ln1_->weight.is_contiguous() &&
+           ln2_->weight.is_contiguous();
   }
 
  private:
@@ -828,6 +876,11 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       step.sin_signed = torch::cat({-step.sin.narrow(-1, 0, half), step.sin.narrow(-1, half, half)}, -1);
     }
   }
+  Norm final_norm = impl_->base->norm;
+  step.carry = x.is_contiguous() && final_norm->weight.scalar_type() == x.scalar_type() &&
+               final_norm->weight.is_contiguous() &&
+               std::all_of(impl_->base->blocks.begin(), impl_->base->blocks.end(),
+                           [&](Block b) { return b->can_carry(x); });
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
     if (impl_->runner) {
@@ -837,7 +890,9 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       x = block->forward(x, step, i);
     }
   }
-  return head_output(impl_->base->norm(x), torch::Tensor()).view({B, -1});
+  if (step.carry && x.dim() == 4) return head_output(add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second,
+                                                     torch::Tensor()).view({B, -1});
+  return head_output(final_norm(x), torch::Tensor()).view({B, -1});
 }
 
 torch::Tensor TransformerImpl::head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask) {

@@ -34,8 +34,10 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
 
 // Residual add and RMSNorm of a decoding step: x, a [R, H] and weight [H] (float32 or bfloat16,
 // contiguous, on CUDA) to {x + a (ATen's bits), RMSNorm(x + a) * weight with float32 statistics}.
+// sum_out, where defined (contiguous, like x), receives x + a and is returned as the first.
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
-                                                     const torch::Tensor& weight, double eps);
+                                                     const torch::Tensor& weight, double eps,
+                                                     const torch::Tensor& sum_out = {});
 
 // SiLU(gate) * up from the fused gate/up product [R, 2I] (gate first): [R, I], the same bits as
 // torch::silu then mul.
