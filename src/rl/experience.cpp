@@ -10,13 +10,29 @@
 
 namespace quartet {
 
-RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id) {
+int64_t bucketed_actions(int64_t prompt_len, int64_t actions, int64_t max_width) {
+  if (max_width <= 0) return actions;
+  const int64_t m = kRolloutWidthMultiple, width = (prompt_len + actions + m - 1) / m * m;
+  return std::max(actions, std::min(width, max_width) - prompt_len);
+}
+
+RolloutBatch pad_actions(const RolloutBatch& b, int64_t actions, int64_t pad_id) {
+  const int64_t right = actions - b.actions();
+  QUARTET_CHECK(right >= 0, "pad_actions: the batch has more actions than asked for");
+  if (right == 0) return b;
+  namespace F = torch::nn::functional;
+  return {F::pad(b.sequences, F::PadFuncOptions({0, right}).value(static_cast<double>(pad_id))),
+          F::pad(b.attention_mask, F::PadFuncOptions({0, right})), F::pad(b.action_mask, F::PadFuncOptions({0, right}))};
+}
+
+RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id, int64_t max_width) {
   QUARTET_CHECK(!pieces.empty(), "concat_rollouts: no pieces");
   int64_t P = 0, A = 0;
   for (const auto& p : pieces) {
     P = std::max(P, p.prompt_len());
     A = std::max(A, p.actions());
   }
+  A = bucketed_actions(P, A, max_width);
   std::vector<torch::Tensor> seq, attn, act;
   for (const auto& p : pieces) {
     const int64_t left = P - p.prompt_len(), right = A - p.actions();

@@ -105,6 +105,10 @@ class Trainer {
   SamplingView sampling_view() const {
     return {tokenizer_->vocab_size(), cfg_.rollout.temperature > 0 ? cfg_.rollout.temperature : 1.0};
   }
+  // The widest rollout the deck allows, the cap of the width buckets (rl/experience.hpp).
+  int64_t max_rollout_width() const {
+    return static_cast<int64_t>(cfg_.rollout.max_prompt_tokens) + cfg_.rollout.max_new_tokens;
+  }
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
@@ -254,7 +258,7 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   Generation g = generate(actor.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
   const int64_t P = prompt.size(1);
   RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()};
-  return b;
+  return pad_actions(b, bucketed_actions(P, b.actions(), max_rollout_width()), pad_id_);
 }
 
 std::vector<std::string> Trainer::decode_completions(const RolloutBatch& b) const {
@@ -452,7 +456,7 @@ int Trainer::run() {
         chunk_batches.push_back(b);
       }
       actor->model->release_full();
-      batch = concat_rollouts(chunk_batches, pad_id_);
+      batch = concat_rollouts(chunk_batches, pad_id_, max_rollout_width());
       old_logp = cat_actions(old_parts, batch.actions());
     }
     phase[kGenerate] = end_phase(kGenerate, t);
@@ -492,7 +496,7 @@ int Trainer::run() {
             t = now;
             waited = true;
           }
-          auto joined = concat_rollouts(pieces, pad_id_);
+          auto joined = concat_rollouts(pieces, pad_id_, max_rollout_width());
           torch::Tensor out = kind == 0   ? score_logprobs(*m->model, joined, cfg_.train.micro_batch, sampling_view())
                               : kind == 1 ? score_sequences(*m->model, joined, cfg_.train.micro_batch)
                                           : score_values(*m->model, joined, cfg_.train.micro_batch);
@@ -505,7 +509,9 @@ int Trainer::run() {
           }
         }
         for (auto& e : exs) e->finish_sends();
-        if (kind == 2) critic_old_values = cat_actions(outs, concat_rollouts(critic_pieces, pad_id_).actions());
+        if (kind == 2)
+          critic_old_values =
+              cat_actions(outs, concat_rollouts(critic_pieces, pad_id_, max_rollout_width()).actions());
       };
       if (reference && !ex.reference.empty()) serve(ex.reference, reference, 0);
       if (reward && !ex.reward.empty()) serve(ex.reward, reward, 1);
@@ -592,7 +598,7 @@ int Trainer::run() {
         std::vector<torch::Tensor> parts;
         for (auto& e : ex.returns)
           for (auto& p : e->forward({})) parts.push_back(p[0]);
-        returns = cat_actions(parts, concat_rollouts(critic_pieces, pad_id_).actions());
+        returns = cat_actions(parts, concat_rollouts(critic_pieces, pad_id_, max_rollout_width()).actions());
       }
     }
     phase[kAdvantages] = end_phase(kAdvantages, t);
@@ -609,7 +615,7 @@ int Trainer::run() {
     }
     if (critic) {
       activate({Role::critic});
-      RolloutBatch cb = colocated() ? batch : concat_rollouts(critic_pieces, pad_id_);
+      RolloutBatch cb = colocated() ? batch : concat_rollouts(critic_pieces, pad_id_, max_rollout_width());
       torch::Tensor old_v = colocated() ? values : critic_old_values;
       if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, cb.rows()));
       vs = update_critic(*critic, cb, old_v, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);

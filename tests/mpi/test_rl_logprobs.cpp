@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/rl/experience.hpp"
@@ -97,3 +98,40 @@ TEST_F(RlLogprobs, OverTheTokenizersIdsAtTheTemperature) {
 }
 
 }  // namespace
+
+// Rollout widths in steps of kRolloutWidthMultiple (so a run meets few distinct shapes), never
+// past the deck's widest rollout, never narrower than the actions.
+TEST(RolloutWidth, BucketsToMultiplesWithinTheDecksWidest) {
+  const int64_t m = kRolloutWidthMultiple;
+  EXPECT_EQ(bucketed_actions(128, 20, 256), 3 * m - 128);   // 148 -> 192
+  EXPECT_EQ(bucketed_actions(128, 128, 256), 128);          // already a multiple
+  EXPECT_EQ(bucketed_actions(100, 100, 228), 128);          // 256 is past 228: up to 228
+  EXPECT_EQ(bucketed_actions(7, 5, 0), 5);                  // no cap: no bucketing
+  EXPECT_EQ(bucketed_actions(300, 10, 256), 10);            // never fewer than the actions
+}
+
+// Padding adds masked columns only: the log-probs and the scores of the real actions do not
+// move, and concat_rollouts pads its joined batch to the bucket.
+TEST_F(RlLogprobs, PaddedActionsLeaveTheRealActionsAlone) {
+  torch::NoGradGuard no_grad;
+  const RolloutBatch b = rollouts();
+  const RolloutBatch wide = pad_actions(b, kA + 6, /*pad_id=*/0);
+  ASSERT_EQ(wide.actions(), kA + 6);
+  ASSERT_EQ(wide.prompt_len(), kP);
+  EXPECT_TRUE(wide.sequences.narrow(1, 0, kP + kA).equal(b.sequences));
+  EXPECT_EQ(wide.action_mask.narrow(1, kA, 6).sum().item<int64_t>(), 0);
+  EXPECT_EQ(wide.attention_mask.narrow(1, kP + kA, 6).sum().item<int64_t>(), 0);
+  const SamplingView view{kLimit, 1.0};
+  const auto narrow_logp = score_logprobs(*model_, b, 2, view);
+  const auto wide_logp = score_logprobs(*model_, wide, 2, view);
+  const auto mask = b.action_mask.to(torch::kBool);
+  EXPECT_TRUE(torch::allclose(wide_logp.narrow(1, 0, kA).masked_select(mask), narrow_logp.masked_select(mask), 1e-5,
+                              1e-6))
+      << wide_logp << "\n" << narrow_logp;
+  EXPECT_THROW(pad_actions(b, kA - 1, 0), quartet::Error);
+
+  const RolloutBatch joined = concat_rollouts({b, wide}, 0, /*max_width=*/kP + 60);
+  EXPECT_EQ(joined.prompt_len() + joined.actions(), kRolloutWidthMultiple);
+  EXPECT_EQ(joined.rows(), 2 * kB);
+  EXPECT_EQ(concat_rollouts({b, b}, 0).actions(), kA);  // max_width 0: as wide as the widest piece
+}

@@ -28,9 +28,23 @@ struct RolloutBatch {
   int64_t prompt_len() const { return sequences.size(1) - action_mask.size(1); }
 };
 
+// Rollout widths come in steps of this many tokens. Every new sequence width costs the first
+// forward and backward of that shape a new cuDNN attention plan (tens of milliseconds, longer
+// where a kernel is compiled), and cuBLAS and the caching allocator their own first-use work;
+// with completions of any length each iteration would meet new widths. Padded to a multiple
+// of 64, a run sees at most (prompt + new tokens) / 64 of them.
+constexpr int64_t kRolloutWidthMultiple = 64;
+
+// The action width >= actions that makes prompt_len + actions a multiple of
+// kRolloutWidthMultiple, or max_width - prompt_len where that is smaller (max_width: the widest
+// rollout the deck allows, max_prompt_tokens + max_new_tokens; 0 = no bucketing).
+int64_t bucketed_actions(int64_t prompt_len, int64_t actions, int64_t max_width);
+// b with its actions right-padded (masked, pad_id) to `actions` >= b.actions() columns.
+RolloutBatch pad_actions(const RolloutBatch& b, int64_t actions, int64_t pad_id);
+
 // Pieces of different prompt and action lengths as one batch: prompts left-padded to the
-// longest, actions right-padded (masked) to the longest.
-RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id);
+// longest, actions right-padded (masked) to the longest, then to bucketed_actions(max_width).
+RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id, int64_t max_width = 0);
 // Rows [begin, begin + count) of `values` [R, Am] cut back to each piece's rows and actions.
 std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const std::vector<RolloutBatch>& pieces);
 
