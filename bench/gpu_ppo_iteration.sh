@@ -2,6 +2,8 @@
 # The reference PPO iteration of the performance issue, run by `quartet train` as it is today:
 # four 886M Llama-shaped models (hidden 2048, 16 layers, 16 heads, 8 KV heads, FFN 5632,
 # vocabulary 32000), bf16, 64 prompts of 128 tokens, 128 new tokens, minibatch 8, one epoch;
+# every completion 128 tokens long (rollout.min_new_tokens, as the reference's generate ran: the
+# same work every iteration), learning rates as in OpenRLHF's PPO examples (5e-7 actor, 9e-6 critic);
 # on 1 H200 (colocated, one rank) and on 2 (colocated over both, and disjoint). Prints the phase times of the
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
@@ -12,6 +14,7 @@ CFG=$PWD/inputs/models/llama-886m/config.json
 COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --set checkpoint.at_end=false
         --set rollout.prompts=runs/prompts128.jsonl
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
+        --set rollout.min_new_tokens=128 --set model.actor.lr=5e-7 --set model.critic.lr=9e-6
         --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done

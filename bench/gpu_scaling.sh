@@ -2,7 +2,7 @@
 # Issue 9: scaling on one host of 2, 4 or 8 H200s. PPO with the founding models (four
 # GPT-J-6B shapes, inputs/founding.deck) and with a 13B-class actor (inputs/founding_13b.deck:
 # Llama-2-13B-shaped actor and reference, GPT-J-6B-shaped critic and reward); random weights,
-# bf16, 64 prompts of 128 tokens in all, 256 new tokens (the random models never stop early).
+# bf16, 64 prompts of 128 tokens in all, 256 new tokens (rollout.min_new_tokens: never fewer).
 #   colocated-N: every model ZeRO-3 over all N GPUs, 64/N prompts per rank, N = 2, 4, 8;
 #   disjoint-8:  the founding placement, actor 4 / critic 2 / reference 1 / reward 1 ranks,
 #                16 prompts per actor rank (8 GPUs only).
@@ -16,7 +16,7 @@ gpus=$(nvidia-smi -L | wc -l)
 COMMON=(--set dist.device_memory=auto --set dist.backend=auto --set dist.device=auto
         --set run.iterations=${ITERATIONS:-3} --set checkpoint.at_end=false --set output.rollouts_every=0
         --set rollout.prompts=runs/prompts128.jsonl --set rollout.max_prompt_tokens=128
-        --set rollout.max_new_tokens=256 --set algorithm.epochs=1)
+        --set rollout.max_new_tokens=256 --set rollout.min_new_tokens=256 --set algorithm.epochs=1)
 run() {  # name deck ranks args...
   local name=$1 deck=$2 np=$3; shift 3
   echo "== $name ($np ranks)"

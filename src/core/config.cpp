@@ -97,6 +97,7 @@ const po::options_description& deck_schema() {
       ("rollout.micro_batch", po::value<int>()->default_value(ro.micro_batch), "prompts per generation chunk and rank (0 = the whole batch); the scoring groups score chunk c while chunk c+1 is generated")
       ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
+      ("rollout.min_new_tokens", po::value<int>()->default_value(ro.min_new_tokens), "no stop token (EOS included) is sampled before this many new tokens (count, 0 .. max_new_tokens), as HF generate's min_new_tokens")
       ("rollout.temperature", po::value<double>()->default_value(ro.temperature), "sampling temperature (>= 0; 0 = greedy)")
       ("rollout.top_k", po::value<int>()->default_value(ro.top_k), "sample from the k likeliest tokens (count; 0 = off)")
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
@@ -286,6 +287,10 @@ Config load_config(const Deck& deck) {
   if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
   c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");
   if (c.rollout.max_new_tokens < 1) deck.fail("rollout.max_new_tokens", "must be at least 1");
+  c.rollout.min_new_tokens = deck.get<int>("rollout.min_new_tokens");
+  if (c.rollout.min_new_tokens < 0 || c.rollout.min_new_tokens > c.rollout.max_new_tokens)
+    deck.fail("rollout.min_new_tokens", "must be in 0 .. rollout.max_new_tokens (" +
+                                            std::to_string(c.rollout.max_new_tokens) + ")");
   c.rollout.temperature = deck.get<double>("rollout.temperature");
   if (!(c.rollout.temperature >= 0)) deck.fail("rollout.temperature", "must be >= 0");
   c.rollout.top_k = deck.get<int>("rollout.top_k");

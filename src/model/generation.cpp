@@ -86,6 +86,7 @@ struct DecodeState {
   torch::Tensor slot;       // [1] the cache slot of the token fed next (same for every row)
   torch::Tensor step;       // [1] the column of hist the next token goes to
   torch::Tensor stop_ids;   // [S]
+  torch::Tensor banned_ids;  // [S'] the stop ids within the logits, masked before min_new_tokens
   KVCache cache;
   int64_t rows = 0;
 };
@@ -94,6 +95,13 @@ struct DecodeState {
 // lengths and stops updated, the token fed next set. Device operations only.
 void advance(DecodeState& st, const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen) {
   const int64_t b = st.rows;
+  if (st.banned_ids.defined()) {
+    // min_new_tokens: -inf added to the stop ids' logits while fewer tokens than that are out
+    // (a device-side condition on the step, so a captured graph serves every step).
+    const double neg_inf = -std::numeric_limits<double>::infinity();
+    auto penalty = torch::where(st.step < p.min_new_tokens, neg_inf, 0.0).to(logits.scalar_type());
+    logits.index_add_(1, st.banned_ids, penalty.expand({b, st.banned_ids.size(0)}));
+  }
   auto next = pick(logits, p, gen);
   auto done = st.done.narrow(0, 0, b);
   auto alive = done.logical_not();
@@ -187,6 +195,8 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   QUARTET_CHECK(prompt.dim() == 2 && prompt_mask.sizes() == prompt.sizes(),
                 "generate: prompt and prompt_mask must both be [batch, tokens]");
   QUARTET_CHECK(params.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
+  QUARTET_CHECK(params.min_new_tokens >= 0 && params.min_new_tokens <= params.max_new_tokens,
+                "generate: min_new_tokens must be in [0, max_new_tokens]");
   QUARTET_CHECK(params.temperature >= 0.0, "generate: temperature must not be negative");
   QUARTET_CHECK(params.top_k >= 0, "generate: top_k must not be negative");
   QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
@@ -248,6 +258,15 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   st.slot = torch::full({1}, T, long_opts);
   st.step = torch::zeros({1}, long_opts);
   st.stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids, long_opts);
+  if (params.min_new_tokens > 0) {
+    // Each id once (index_add_ would add a repeated id's -inf twice, harmlessly, but it is one
+    // atomic more), and only ids the logits have.
+    std::vector<int64_t> banned;
+    const int64_t V = model->config().vocab_size;
+    for (int64_t id : params.stop_ids)
+      if (id >= 0 && id < V && std::find(banned.begin(), banned.end(), id) == banned.end()) banned.push_back(id);
+    if (!banned.empty()) st.banned_ids = torch::tensor(banned, long_opts);
+  }
 
   auto out_tokens = torch::full({B, N}, params.pad_id, long_opts);
   auto out_mask = torch::zeros({B, N}, long_opts);

@@ -250,6 +250,7 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   sp.top_k = cfg_.rollout.top_k;
   sp.top_p = cfg_.rollout.top_p;
   sp.max_new_tokens = cfg_.rollout.max_new_tokens;
+  sp.min_new_tokens = cfg_.rollout.min_new_tokens;
   sp.stop_ids = stop_ids_;
   sp.pad_id = pad_id_;
   sp.vocab_limit = tokenizer_->vocab_size();

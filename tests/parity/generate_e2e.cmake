@@ -18,3 +18,21 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "generations or logits differ from Hugging Face")
 endif()
+# Stop tokens with min_new_tokens (make_generate_model.py's STOPS and MIN_NEW_TOKENS): until then
+# no stop token may be picked, as in HF's min_new_tokens.
+file(REMOVE_RECURSE ${DIR}/out_min)
+execute_process(
+  COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
+          --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
+          --set run.out=${DIR}/out_min --set rollout.stop=9,1 --set rollout.min_new_tokens=6
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "quartet generate (min_new_tokens) exited with ${rc}")
+endif()
+execute_process(
+  COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected_min.jsonl
+          ${DIR}/out_min/generations.jsonl
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generations with stop tokens and min_new_tokens differ from Hugging Face")
+endif()

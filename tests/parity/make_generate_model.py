@@ -3,7 +3,9 @@ Hugging Face's own greedy completions of them: the reference for `quartet genera
 
     python make_generate_model.py OUT_DIR
 writes OUT_DIR/model/ (config.json, model.safetensors, tokenizer.json, tokenizer_config.json),
-OUT_DIR/prompts.jsonl and OUT_DIR/expected.jsonl ({"index", "completion", "tokens"} per prompt).
+OUT_DIR/prompts.jsonl and OUT_DIR/expected.jsonl ({"index", "completion", "tokens"} per prompt),
+and OUT_DIR/expected_min.jsonl: the same with the stop tokens STOPS and min_new_tokens=MIN_NEW_TOKENS
+(HF masks every EOS id until then; quartet's rollout.min_new_tokens must do the same).
 Random weights, built locally: no hub access.
 """
 import json
@@ -15,6 +17,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 MAX_NEW_TOKENS = 12
+MIN_NEW_TOKENS = 6
+STOPS = ["9", "1"]  # tokens this model's greedy completions emit early (checked below)
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     "Sort the digits: 3 1 2 -> 1 2 3",
@@ -49,19 +53,30 @@ def main(out):
     with open(os.path.join(out, "prompts.jsonl"), "w") as f:
         for p in PROMPTS:
             f.write(json.dumps({"prompt": p}, ensure_ascii=False) + "\n")
-    with open(os.path.join(out, "expected.jsonl"), "w") as f, torch.no_grad():
-        for i, p in enumerate(PROMPTS):
-            ids = fast(p, return_tensors="pt").input_ids
-            gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=MAX_NEW_TOKENS, eos_token_id=eos, pad_token_id=eos)
-            new = gen[0, ids.shape[1]:].tolist()
-            if eos in new:  # HF pads after the stop; quartet reports up to the stop token
-                new = new[: new.index(eos) + 1]
-            f.write(json.dumps({"index": i, "tokens": new,
-                                "completion": fast.decode(new, skip_special_tokens=True)},
-                               ensure_ascii=False) + "\n")
+    def greedy(ids, stops, **kw):
+        gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=MAX_NEW_TOKENS, eos_token_id=stops, pad_token_id=eos, **kw)
+        new = gen[0, ids.shape[1]:].tolist()
+        ends = [k for k, t in enumerate(new) if t in stops]
+        return new[: ends[0] + 1] if ends else new  # HF pads after the stop; quartet does not
+
+    stops = [eos] + [fast.convert_tokens_to_ids(s) for s in STOPS]
+    early = 0
+    for name, kw in (("expected.jsonl", {}), ("expected_min.jsonl", {"min_new_tokens": MIN_NEW_TOKENS})):
+        with open(os.path.join(out, name), "w") as f, torch.no_grad():
+            for i, p in enumerate(PROMPTS):
+                ids = fast(p, return_tensors="pt").input_ids
+                new = greedy(ids, stops, **kw) if kw else greedy(ids, [eos])
+                if kw and len(greedy(ids, stops)) < MIN_NEW_TOKENS:
+                    early += 1
+                f.write(json.dumps({"index": i, "tokens": new,
+                                    "completion": fast.decode(new, skip_special_tokens=True)},
+                                   ensure_ascii=False) + "\n")
+    # Without min_new_tokens some completions must stop before it, or the check proves nothing.
+    assert early > 0, "no greedy completion stops on STOPS before MIN_NEW_TOKENS: pick other stop tokens"
     print(f"make_generate_model: {out}: vocab {len(fast)}, {len(PROMPTS)} prompts, "
-          f"greedy references of {MAX_NEW_TOKENS} tokens")
+          f"greedy references of {MAX_NEW_TOKENS} tokens; with stops {STOPS} and min_new_tokens "
+          f"{MIN_NEW_TOKENS}, {early} would stop earlier without it")
 
 
 if __name__ == "__main__":

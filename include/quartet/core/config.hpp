@@ -97,6 +97,7 @@ struct RolloutConfig {          // [rollout]
                                 // scored by the other groups while chunk c + 1 is generated
   int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
+  int min_new_tokens = 0;       // no stop token (EOS included) before this many new tokens
   double temperature = 1.0;     // 0 = greedy
   int top_k = 0;                // 0 = off
   double top_p = 1.0;           // 1 = off

@@ -23,6 +23,10 @@ struct SamplingParams {
   int64_t top_k = 0;          // 0 = off
   double top_p = 1.0;         // 1 = off
   int64_t max_new_tokens = 16;
+  // Before this many new tokens the stop ids are not sampled (their logits are -inf), as HF
+  // generate's min_new_tokens does for EOS. Log-probs taken later (rl/experience.hpp) do not
+  // see this mask, as they do not see top-k or top-p.
+  int64_t min_new_tokens = 0;
   std::vector<int64_t> stop_ids;  // a sequence ends after emitting one of these
   int64_t pad_id = 0;             // fills the steps after a sequence ended
   uint64_t seed = 1;
