@@ -3,7 +3,8 @@
 # carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
 # SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls;
 # PROFILE=N profiles PPO iteration N (default 3), PROFILE=none none.
-# Builds, runs the GPU generation tests (CUDA graphs against eager, and HF), the generation
+# Builds, runs the GPU generation tests (CUDA graphs against eager, and HF; `quartet generate`
+# end to end against HF), the generation
 # benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
 # colocated and disjoint where present) and the training benchmark.
 set -uo pipefail
@@ -18,7 +19,7 @@ nvidia-smi -L | tee -a "$OUT/env.log"
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # -V: every test's output in the log, so that the GPU-only cases can be counted there.
-  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1") > "$OUT/ctest.log" 2>&1
+  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1|parity_generate_reference|generate_matches_hf") > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest.log"
   # (gtest colours its output even into the log: strip the escapes before counting.)
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"

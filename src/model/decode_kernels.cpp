@@ -26,6 +26,9 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
                                  int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
+cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist, int64_t* hist_mask, int64_t hist_ld,
+                                  int64_t* lengths, int64_t* tok, const int64_t* stop_ids, int n_stop, int64_t* step,
+                                  int64_t* pos, int64_t* slot, int64_t pad, int rows, cudaStream_t stream);
 }
 #endif
 
@@ -236,6 +239,46 @@ torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race
   (void)logits, (void)race, (void)temperature;
   QUARTET_CHECK(false, std::string("sample_race: ") + kNoKernels);
   return {};
+#endif
+}
+
+void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const torch::Tensor& hist,
+                    const torch::Tensor& hist_mask, const torch::Tensor& lengths, const torch::Tensor& tok,
+                    const torch::Tensor& stop_ids, const torch::Tensor& step, const torch::Tensor& pos,
+                    const torch::Tensor& slot, int64_t pad_id) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  const int64_t rows = next.numel();
+  const auto dev = next.device();
+  auto long_on_dev = [&](const torch::Tensor& t, int64_t n) {
+    return t.device() == dev && t.scalar_type() == torch::kLong && t.is_contiguous() && t.numel() >= n;
+  };
+  QUARTET_CHECK(next.is_cuda() && next.dim() == 1 && long_on_dev(next, rows),
+                "advance_decode: next must be a contiguous int64 CUDA tensor [rows]");
+  QUARTET_CHECK(done.device() == dev && done.scalar_type() == torch::kBool && done.is_contiguous() &&
+                    done.numel() >= rows,
+                "advance_decode: done must be a contiguous bool tensor of at least rows elements");
+  QUARTET_CHECK(hist.dim() == 2 && hist.size(0) >= rows && long_on_dev(hist, 0) && hist_mask.sizes() == hist.sizes() &&
+                    long_on_dev(hist_mask, 0),
+                "advance_decode: hist and hist_mask must be contiguous int64 [>= rows, N] alike");
+  QUARTET_CHECK(long_on_dev(lengths, rows) && long_on_dev(tok, rows) && long_on_dev(step, 1) && step.numel() == 1,
+                "advance_decode: lengths, tok ([>= rows]) and step ([1]) must be contiguous int64 on next's device");
+  QUARTET_CHECK(!stop_ids.defined() || long_on_dev(stop_ids, 0),
+                "advance_decode: stop_ids must be contiguous int64 on next's device");
+  QUARTET_CHECK(!pos.defined() || long_on_dev(pos, rows), "advance_decode: pos must be int64 [>= rows]");
+  QUARTET_CHECK(!slot.defined() || (long_on_dev(slot, 1) && slot.numel() == 1), "advance_decode: slot must be int64 [1]");
+  const c10::cuda::CUDAGuard guard(dev);
+  const cudaError_t err = kernels::launch_advance_decode(
+      next.data_ptr<int64_t>(), done.data_ptr<bool>(), hist.data_ptr<int64_t>(), hist_mask.data_ptr<int64_t>(),
+      hist.size(1), lengths.data_ptr<int64_t>(), tok.data_ptr<int64_t>(),
+      stop_ids.defined() ? stop_ids.data_ptr<int64_t>() : nullptr,
+      stop_ids.defined() ? static_cast<int>(stop_ids.numel()) : 0, step.data_ptr<int64_t>(),
+      pos.defined() ? pos.data_ptr<int64_t>() : nullptr, slot.defined() ? slot.data_ptr<int64_t>() : nullptr, pad_id,
+      static_cast<int>(rows), c10::cuda::getCurrentCUDAStream(dev.index()).stream());
+  check_launch("advance_decode", err, cudaGetErrorString(err));
+#else
+  (void)next, (void)done, (void)hist, (void)hist_mask, (void)lengths, (void)tok, (void)stop_ids, (void)step, (void)pos,
+      (void)slot, (void)pad_id;
+  QUARTET_CHECK(false, std::string("advance_decode: ") + kNoKernels);
 #endif
 }
 

@@ -92,8 +92,10 @@ struct DecodeState {
 };
 
 // Sampling and bookkeeping after logits [rows, V]: where(alive, sampled, pad) into hist, the
-// lengths and stops updated, the token fed next set. Device operations only.
-void advance(DecodeState& st, const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen) {
+// lengths and stops updated, the token fed next set; after a decoding step (move_positions)
+// also the rows' positions and the cache slot moved on. Device operations only.
+void advance(DecodeState& st, const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen,
+             bool move_positions) {
   const int64_t b = st.rows;
   if (st.banned_ids.defined()) {
     // min_new_tokens: -inf added to the stop ids' logits while fewer tokens than that are out
@@ -103,6 +105,17 @@ void advance(DecodeState& st, const torch::Tensor& logits, const SamplingParams&
     logits.index_add_(1, st.banned_ids, penalty.expand({b, st.banned_ids.size(0)}));
   }
   auto next = pick(logits, p, gen);
+  if (st.tok.is_cuda() && decode_kernels_enabled()) {
+    // All of the below in one kernel (model/decode_kernels.hpp).
+    advance_decode(next.contiguous(), st.done, st.hist, st.hist_mask, st.lengths, st.tok,
+                   p.stop_ids.empty() ? torch::Tensor() : st.stop_ids, st.step,
+                   move_positions ? st.pos : torch::Tensor(), move_positions ? st.slot : torch::Tensor(), p.pad_id);
+    return;
+  }
+  if (move_positions) {
+    st.pos.narrow(0, 0, b).add_(1);
+    st.slot.add_(1);
+  }
   auto done = st.done.narrow(0, 0, b);
   auto alive = done.logical_not();
   next = torch::where(alive, next, p.pad_id);
@@ -126,9 +139,7 @@ void decode_body(Transformer& model, DecodeState& st, int64_t span, const Sampli
   key_valid.index_fill_(1, st.slot, true);
   auto logits = model->decode_step(st.tok.narrow(0, 0, b), st.pos.narrow(0, 0, b), st.slot, key_valid, st.cache,
                                    span, host_length);
-  st.pos.narrow(0, 0, b).add_(1);
-  st.slot.add_(1);
-  advance(st, logits, p, gen);
+  advance(st, logits, p, gen, /*move_positions=*/true);
 }
 
 // The rows' results into the caller's order.
@@ -273,7 +284,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   auto out_lengths = torch::zeros({B}, long_opts);
 
   // The prompt in one pass (slots [0, T)), then its first token.
-  advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen);
+  advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
   const bool stops = !params.stop_ids.empty();
   for (int64_t k = 1; k < N; ++k) {

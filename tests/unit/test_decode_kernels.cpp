@@ -1,7 +1,8 @@
 // quartet's decoding kernels (model/decode_kernels.hpp), each against what it replaces, on random
 // tensors: the same bits where the kernel rounds as ATen does (SiLU x up, the residual sum), and
 // within the rounding of the output dtype of a float64 reference where it computes more in
-// float32 than ATen (attention, the RMSNorm). Needs a GPU; on a machine without one the suite
+// float32 than ATen (attention, the RMSNorm); the step's bookkeeping against the rules written
+// out. Needs a GPU; on a machine without one the suite
 // is empty (the CPU paths are covered by test_model's parity tests).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -145,6 +146,54 @@ TEST_P(DecodeKernels, SampleRaceDrawsFromTheSoftmax) {
   EXPECT_EQ(counts[3].item<double>(), 0.0);
 }
 
+// The step's bookkeeping against the same rules written out on the CPU: rows past `rows` and
+// columns other than *step untouched, finished rows padded, stop ids ending live rows only.
+TEST_P(DecodeKernels, AdvanceDecodeKeepsTheBooksAsWrittenOut) {
+  const int64_t B = 7, N = 6, rows = 5, pad = 0;
+  const auto cpu_long = torch::TensorOptions().dtype(torch::kLong);
+  for (bool with_stops_and_positions : {true, false}) {
+    auto next = torch::tensor({3, 4, 5, 9, 7}, cpu_long);
+    auto done = torch::tensor({false, true, false, false, false, false, true});
+    auto hist = torch::randint(1, 50, {B, N}, cpu_long), hist_mask = torch::randint(0, 2, {B, N}, cpu_long);
+    auto lengths = torch::tensor({2, 1, 2, 2, 2, 9, 9}, cpu_long), tok = torch::randint(1, 50, {B}, cpu_long);
+    auto pos = torch::arange(10, 10 + B, cpu_long), slot = torch::tensor({20}, cpu_long);
+    auto step = torch::tensor({2}, cpu_long), stops = torch::tensor({3, 9}, cpu_long);
+    auto d = [](const torch::Tensor& t) { return t.to(kCuda); };
+    auto g_done = d(done), g_hist = d(hist), g_mask = d(hist_mask), g_len = d(lengths), g_tok = d(tok);
+    auto g_pos = d(pos), g_slot = d(slot), g_step = d(step);
+    quartet::advance_decode(d(next), g_done, g_hist, g_mask, g_len, g_tok,
+                            with_stops_and_positions ? d(stops) : torch::Tensor(), g_step,
+                            with_stops_and_positions ? g_pos : torch::Tensor(),
+                            with_stops_and_positions ? g_slot : torch::Tensor(), pad);
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool alive = !done[r].item<bool>();
+      const int64_t t = alive ? next[r].item<int64_t>() : pad;
+      hist[r][2] = t;
+      hist_mask[r][2] = alive ? 1 : 0;
+      lengths[r] += alive ? 1 : 0;
+      if (with_stops_and_positions && alive && (t == 3 || t == 9)) done[r] = true;
+      tok[r] = t;
+      if (with_stops_and_positions) pos[r] += 1;
+    }
+    const std::string what = with_stops_and_positions ? "with stops and positions" : "without";
+    EXPECT_TRUE(torch::equal(g_hist.cpu(), hist)) << what;
+    EXPECT_TRUE(torch::equal(g_mask.cpu(), hist_mask)) << what;
+    EXPECT_TRUE(torch::equal(g_len.cpu(), lengths)) << what;
+    EXPECT_TRUE(torch::equal(g_done.cpu(), done)) << what << ": " << g_done.cpu() << " against " << done;
+    EXPECT_TRUE(torch::equal(g_tok.cpu(), tok)) << what;
+    EXPECT_TRUE(torch::equal(g_pos.cpu(), pos)) << what;
+    EXPECT_EQ(g_step.item<int64_t>(), 3) << what;
+    EXPECT_EQ(g_slot.item<int64_t>(), with_stops_and_positions ? 21 : 20) << what;
+  }
+  // Rows 0 and 3 picked stop ids while live, row 1 was already done: exactly those end.
+  auto d = torch::tensor({false, true, false, false, false}).to(kCuda);
+  auto buf = torch::zeros({5, 2}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
+  auto v5 = torch::zeros({5}, buf.options()), step = torch::zeros({1}, buf.options());
+  quartet::advance_decode(torch::tensor({3, 3, 5, 9, 7}).to(kCuda), d, buf, buf.clone(), v5, v5.clone(),
+                          torch::tensor({3, 9}).to(kCuda), step, torch::Tensor(), torch::Tensor(), 0);
+  EXPECT_TRUE(torch::equal(d.cpu(), torch::tensor({true, true, false, true, false})));
+}
+
 TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
   auto kc = torch::zeros({2, 1, 8, 16}, opts);
@@ -161,6 +210,15 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
                std::exception);
   EXPECT_THROW(quartet::add_rms_norm(torch::zeros({2, 4}, opts), torch::zeros({2, 5}, opts), torch::ones({4}, opts), 1e-5),
                std::exception);
+  auto l = torch::zeros({4}, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
+  auto h = torch::zeros({4, 3}, l.options());
+  auto b = torch::zeros({4}, l.options().dtype(torch::kBool));
+  EXPECT_THROW(quartet::advance_decode(l, b, h, h.clone(), l.clone(), l.clone(), torch::Tensor(), l, torch::Tensor(),
+                                       torch::Tensor(), 0),
+               std::exception);  // step must be [1]
+  EXPECT_THROW(quartet::advance_decode(l, b.to(torch::kLong), h, h, l, l, torch::Tensor(), l.narrow(0, 0, 1),
+                                       torch::Tensor(), torch::Tensor(), 0),
+               std::exception);  // done must be bool
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, DecodeKernels,

@@ -728,17 +728,31 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
   p.span_bucket = 8;
   p.pad_id = fp32->config().pad_token_id.value_or(0);
   p.cuda_graphs = true;
-  // Greedy, then sampling at T = 1 (PPO's: the one-kernel race on the same Exp(1) draws as ATen's).
-  for (double temperature : {0.0, 1.0}) {
-    p.temperature = temperature;
-    p.seed = 7;
-    auto a = quartet::generate(fp32, prompt, prompt_mask, p);
-    quartet::set_decode_kernels(false);
-    auto b = quartet::generate(fp32, prompt, prompt_mask, p);
-    quartet::set_decode_kernels(true);
-    EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "fp32 tokens at temperature " << temperature
-                                                  << " with the kernels:\n" << a.tokens.slice(1, T)
-                                                  << "\nwithout:\n" << b.tokens.slice(1, T);
+  // Greedy, then sampling at T = 1 (PPO's: the one-kernel race on the same Exp(1) draws as ATen's);
+  // then both with stop ids the first run emitted (so rows end, and the batch shrinks) and
+  // min_new_tokens = 2 (so the earliest stops are masked): the one-kernel bookkeeping against ATen's.
+  for (bool stops : {false, true}) {
+    for (double temperature : {0.0, 1.0}) {
+      p.temperature = temperature;
+      p.seed = 7;
+      p.stop_ids.clear();
+      p.min_new_tokens = 0;
+      if (stops) {
+        auto first = quartet::generate(fp32, prompt, prompt_mask, p).tokens;
+        p.stop_ids = {first[0][T + 1].item<int64_t>(), first[first.size(0) - 1][T + 3].item<int64_t>()};
+        p.min_new_tokens = 2;
+      }
+      auto a = quartet::generate(fp32, prompt, prompt_mask, p);
+      quartet::set_decode_kernels(false);
+      auto b = quartet::generate(fp32, prompt, prompt_mask, p);
+      quartet::set_decode_kernels(true);
+      const std::string what = std::string(stops ? "with stops, " : "") + "temperature " + std::to_string(temperature);
+      EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << "fp32 tokens, " << what << ", with the kernels:\n"
+                                                    << a.tokens.slice(1, T) << "\nwithout:\n" << b.tokens.slice(1, T);
+      EXPECT_TRUE(torch::equal(a.attention_mask, b.attention_mask)) << what;
+      EXPECT_TRUE(torch::equal(a.new_lengths, b.new_lengths)) << what << ": " << a.new_lengths << b.new_lengths;
+      if (stops) EXPECT_GE(a.new_lengths.min().item<int64_t>(), 2) << what << ": min_new_tokens not kept";
+    }
   }
 }
 

@@ -61,4 +61,14 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
 // the token that the exponential race argmax_i softmax_i / race_i picks, in one kernel. int64 [B].
 torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature);
 
+// A decoding step's bookkeeping after its picks next [rows] (int64, CUDA), in one kernel: for
+// each row r, t = done[r] ? pad_id : next[r]; hist[r, *step] = t, hist_mask[r, *step] = !done[r],
+// lengths[r] += !done[r], done[r] |= t in stop_ids (undefined: none), tok[r] = t; then *step += 1,
+// and *slot += 1 and pos[r] += 1 where they are defined. All int64 except done (bool), all
+// contiguous; hist and hist_mask [>= rows, N]. Replaces about a dozen ATen kernels.
+void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const torch::Tensor& hist,
+                    const torch::Tensor& hist_mask, const torch::Tensor& lengths, const torch::Tensor& tok,
+                    const torch::Tensor& stop_ids, const torch::Tensor& step, const torch::Tensor& pos,
+                    const torch::Tensor& slot, int64_t pad_id);
+
 }  // namespace quartet
