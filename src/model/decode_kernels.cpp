@@ -26,6 +26,8 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
                                  int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
+cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
+                                  cudaStream_t stream);
 cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist, int64_t* hist_mask, int64_t hist_ld,
                                   int64_t* lengths, int64_t* tok, const int64_t* stop_ids, int n_stop, int64_t* step,
                                   int64_t* pos, int64_t* slot, int64_t pad, int rows, cudaStream_t stream);
@@ -279,6 +281,29 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
   (void)next, (void)done, (void)hist, (void)hist_mask, (void)lengths, (void)tok, (void)stop_ids, (void)step, (void)pos,
       (void)slot, (void)pad_id;
   QUARTET_CHECK(false, std::string("advance_decode: ") + kNoKernels);
+#endif
+}
+
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& bias) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(scores.is_cuda() && float_or_bf16(scores) && scores.is_contiguous() && scores.dim() >= 1,
+                "masked_softmax: scores must be a contiguous float32 or bfloat16 CUDA tensor");
+  QUARTET_CHECK(bias.sizes() == scores.sizes() && bias.scalar_type() == scores.scalar_type() &&
+                    bias.device() == scores.device() && bias.is_contiguous(),
+                "masked_softmax: bias must be contiguous and like scores");
+  auto out = torch::empty_like(scores);
+  const int64_t S = scores.size(-1), R = S > 0 ? scores.numel() / S : 0;
+  if (R == 0) return out;
+  const c10::cuda::CUDAGuard guard(scores.device());
+  const cudaError_t err = kernels::launch_masked_softmax(
+      scores.scalar_type() == torch::kBFloat16, scores.data_ptr(), bias.data_ptr(), out.data_ptr(),
+      static_cast<int>(R), static_cast<int>(S), c10::cuda::getCurrentCUDAStream(scores.device().index()).stream());
+  check_launch("masked_softmax", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)scores, (void)bias;
+  QUARTET_CHECK(false, std::string("masked_softmax: ") + kNoKernels);
+  return {};
 #endif
 }
 

@@ -99,6 +99,65 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict
   }
 }
 
+// The same sums and roundings as add_rms_norm_kernel with each thread's elements held in
+// registers, read and written 16 bytes at a time: one pass over memory instead of a second
+// read of the sum, for rows of H = VEC * n elements, n <= MAXV * blockDim.x (16-byte aligned).
+template <typename T, int VEC, int MAXV>
+__global__ void add_rms_norm_vec_kernel(const T* __restrict__ x, const T* __restrict__ a, const T* __restrict__ w,
+                                        T* __restrict__ sum, T* __restrict__ normed, int H, float eps) {
+  static_assert(VEC * sizeof(T) == 16, "one 16-byte load per vector");
+  union Pack {
+    uint4 raw;
+    T e[VEC];
+  };
+  __shared__ float partial[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * H;
+  const int nvec = H / VEC;
+  float s[MAXV][VEC];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+    const int v = threadIdx.x + k * blockDim.x;
+    if (v < nvec) {
+      Pack px, pa, ps;
+      px.raw = *reinterpret_cast<const uint4*>(x + row + static_cast<int64_t>(v) * VEC);
+      pa.raw = *reinterpret_cast<const uint4*>(a + row + static_cast<int64_t>(v) * VEC);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        ps.e[j] = store<T>(__fadd_rn(load(px.e[j]), load(pa.e[j])));
+        s[k][j] = load(ps.e[j]);
+        ss += s[k][j] * s[k][j];
+      }
+      *reinterpret_cast<uint4*>(sum + row + static_cast<int64_t>(v) * VEC) = ps.raw;
+    }
+  }
+  ss = warp_sum(ss);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) partial[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    ss = lane < warps ? partial[lane] : 0.f;
+    ss = warp_sum(ss);
+    if (lane == 0) partial[0] = rsqrtf(ss / static_cast<float>(H) + eps);
+  }
+  __syncthreads();
+  const float rstd = partial[0];
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+    const int v = threadIdx.x + k * blockDim.x;
+    if (v < nvec) {
+      Pack pw, po;
+      pw.raw = *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(v) * VEC);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float n = rounded<T>(__fmul_rn(s[k][j], rstd));
+        po.e[j] = store<T>(__fmul_rn(load(pw.e[j]), n));
+      }
+      *reinterpret_cast<uint4*>(normed + row + static_cast<int64_t>(v) * VEC) = po.raw;
+    }
+  }
+}
+
 // SiLU(gate) × up over the fused gate/up product [R, 2I] into [R, I]: each of the two ATen
 // operations' results rounded to T, as torch.silu then mul do (the same bits).
 template <typename T>
@@ -540,6 +599,26 @@ cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, con
 
 cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
                                 int H, float eps, cudaStream_t stream) {
+  constexpr int kMaxVecs = 4;
+  const int vec = bf16 ? 8 : 4, nvec = H / vec;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (H % vec == 0 && nvec <= 1024 * kMaxVecs && aligned(x) && aligned(a) && aligned(w) && aligned(sum) &&
+      aligned(normed)) {
+    // One 16-byte vector per thread where a block holds them all (up to 1024 threads), else
+    // up to kMaxVecs each.
+    const int threads = std::min(1024, (nvec + 31) / 32 * 32);
+    if (bf16) {
+      using T = __nv_bfloat16;
+      add_rms_norm_vec_kernel<T, 8, kMaxVecs><<<R, threads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(a), static_cast<const T*>(w), static_cast<T*>(sum),
+          static_cast<T*>(normed), H, eps);
+    } else {
+      add_rms_norm_vec_kernel<float, 4, kMaxVecs><<<R, threads, 0, stream>>>(
+          static_cast<const float*>(x), static_cast<const float*>(a), static_cast<const float*>(w),
+          static_cast<float*>(sum), static_cast<float*>(normed), H, eps);
+    }
+    return cudaGetLastError();
+  }
   const int threads = H >= 1024 ? 512 : 128;
   if (bf16) {
     using T = __nv_bfloat16;
@@ -637,6 +716,41 @@ cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist
                                   int64_t* pos, int64_t* slot, int64_t pad, int rows, cudaStream_t stream) {
   advance_decode_kernel<<<1, 256, 0, stream>>>(next, done, hist, hist_mask, hist_ld, lengths, tok, stop_ids, n_stop,
                                                step, pos, slot, pad, rows);
+  return cudaGetLastError();
+}
+
+// softmax(scores + bias) along rows of S, one warp per row, in float32 and rounded once to T:
+// ATen's softmax (float32 inside, exp(x - max) / sum) of what baddbmm(bias, ...) rounds, when
+// bias holds only 0 and -inf and the scores come from baddbmm with beta = 0 (x + 0 and x + -inf
+// are exact). Saves baddbmm's copy of the bias into its output, a memcpy per layer.
+template <typename T>
+__global__ void masked_softmax_kernel(const T* __restrict__ scores, const T* __restrict__ bias, T* __restrict__ out,
+                                      int R, int S) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const T* s = scores + static_cast<int64_t>(row) * S;
+  const T* b = bias + static_cast<int64_t>(row) * S;
+  float m = -INFINITY;
+  for (int j = lane; j < S; j += 32) m = fmaxf(m, load(s[j]) + load(b[j]));
+  m = warp_max(m);
+  float sum = 0.f;
+  for (int j = lane; j < S; j += 32) sum += expf(load(s[j]) + load(b[j]) - m);
+  sum = warp_sum(sum);
+  T* o = out + static_cast<int64_t>(row) * S;
+  for (int j = lane; j < S; j += 32) o[j] = store<T>(expf(load(s[j]) + load(b[j]) - m) / sum);
+}
+
+cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
+                                  cudaStream_t stream) {
+  const int warps = 8, blocks = (R + warps - 1) / warps;
+  if (bf16) {
+    using T = __nv_bfloat16;
+    masked_softmax_kernel<T><<<blocks, warps * 32, 0, stream>>>(static_cast<const T*>(scores),
+                                                               static_cast<const T*>(bias), static_cast<T*>(out), R, S);
+  } else {
+    masked_softmax_kernel<float><<<blocks, warps * 32, 0, stream>>>(
+        static_cast<const float*>(scores), static_cast<const float*>(bias), static_cast<float*>(out), R, S);
+  }
   return cudaGetLastError();
 }
 

@@ -406,10 +406,20 @@ class AttentionImpl : public torch::nn::Module {
     // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
     // step for the 886M benchmark model (bench/RESULTS.md).
     const int64_t g = nh / nkv, S = s.span;
-    auto scores = at::baddbmm(bias, qg, keys.reshape({B * nkv, S, hd}).transpose(1, 2), 1.0, scale);
-    // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
-    // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
-    auto probs = scores.softmax(-1).to(values.scalar_type());
+    const auto keys_t = keys.reshape({B * nkv, S, hd}).transpose(1, 2);
+    torch::Tensor probs;
+    if (decode_kernels_for(qg) && bias.scalar_type() == qg.scalar_type() && bias.is_contiguous()) {
+      // The mask added inside the softmax kernel: baddbmm at beta 0 reads no bias (ATen would
+      // copy it into the output first, a memcpy per layer). The same bits up to the softmax's
+      // order of summation.
+      probs = masked_softmax(at::baddbmm(bias, qg, keys_t, 0.0, scale), bias);
+    } else {
+      auto scores = at::baddbmm(bias, qg, keys_t, 1.0, scale);
+      // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
+      // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
+      probs = scores.softmax(-1);
+    }
+    probs = probs.to(values.scalar_type());
     auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
     return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }

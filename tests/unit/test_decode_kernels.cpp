@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -45,9 +46,16 @@ TEST_P(DecodeKernels, SiluMulSameBitsAsAten) {
 
 TEST_P(DecodeKernels, AddRmsNormMatchesHFFormula) {
   const double eps = 1e-5;
-  for (int64_t H : {16, 64, 2048, 5120}) {
+  // Rows held in registers and read in 16-byte vectors (one or several per thread), and the
+  // scalar kernel for widths that are no multiple of a vector, too wide, or misaligned (H < 0:
+  // x one element past a 16-byte boundary).
+  for (int64_t H : {16, 64, 2048, 5120, 16384, 37, 40000, -2048}) {
+    const bool misaligned = H < 0;
+    H = std::abs(H);
     auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
-    auto x = torch::randn({7, 1, H}, opts) * 3, a = torch::randn({7, 1, H}, opts);
+    auto x = misaligned ? (torch::randn({7 * H + 1}, opts) * 3).narrow(0, 1, 7 * H).view({7, 1, H})
+                        : torch::randn({7, 1, H}, opts) * 3;
+    auto a = torch::randn({7, 1, H}, opts);
     auto w = torch::rand({H}, opts) + 0.5;
     auto [sum, normed] = quartet::add_rms_norm(x, a, w, eps);
     EXPECT_TRUE(torch::equal(sum, x + a)) << "H = " << H << ": the residual sum is not ATen's";
@@ -144,6 +152,24 @@ TEST_P(DecodeKernels, SampleRaceDrawsFromTheSoftmax) {
     EXPECT_LE(std::abs(got - pi), 5 * std::sqrt(pi * (1 - pi) / n) + 1e-12) << "token " << i << ": " << got << " vs " << pi;
   }
   EXPECT_EQ(counts[3].item<double>(), 0.0);
+}
+
+// The masked softmax against ATen's softmax of the biased scores: masked entries exactly 0, the
+// rest within rounding (the two sum in different orders), for rows of 1 to 700 slots.
+TEST_P(DecodeKernels, MaskedSoftmaxMatchesAtenSoftmax) {
+  auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+  for (int64_t S : {1, 31, 256, 700}) {
+    auto scores = torch::randn({6, 2, S}, opts) * 4;
+    auto keep = torch::rand({6, 2, S}, opts.dtype(torch::kFloat32)) < 0.7;
+    keep.select(-1, S - 1).fill_(true);  // a decoding row always sees its own slot
+    auto bias = torch::zeros({6, 2, S}, opts).masked_fill_(keep.logical_not(), -std::numeric_limits<float>::infinity());
+    auto got = quartet::masked_softmax(scores, bias);
+    auto expected = (scores + bias).softmax(-1);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_EQ(got.masked_select(keep.logical_not()).abs().sum().item<double>(), 0.0) << "S = " << S;
+    EXPECT_LE(max_abs(got.to(torch::kDouble) - expected.to(torch::kDouble)), tolerance()) << "S = " << S;
+  }
+  EXPECT_THROW(quartet::masked_softmax(torch::zeros({2, 3}, opts), torch::zeros({2, 4}, opts)), std::exception);
 }
 
 // The step's bookkeeping against the same rules written out on the CPU: rows past `rows` and

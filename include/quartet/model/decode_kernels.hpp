@@ -71,4 +71,10 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
                     const torch::Tensor& stop_ids, const torch::Tensor& step, const torch::Tensor& pos,
                     const torch::Tensor& slot, int64_t pad_id);
 
+// softmax(scores + bias) over the last dimension in float32, rounded once to the scores' dtype
+// (float32 or bfloat16; bias alike, contiguous, 0 or -inf): with scores from baddbmm at beta 0,
+// the bits of ATen's baddbmm(bias, ...) then softmax up to the order of the sum, without
+// baddbmm's copy of the bias into its output.
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& bias);
+
 }  // namespace quartet
