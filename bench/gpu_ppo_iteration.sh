@@ -7,6 +7,8 @@
 # on 1 H200 (colocated, one rank) and on 2 (colocated over both, and disjoint). Prints the phase times of the
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
+# PPO_EXTRA="--set key=value ..." is appended to every run's settings (e.g. variable lengths:
+# --set rollout.min_new_tokens=0).
 set -uo pipefail
 source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 # The 886M Llama shape of the benchmarks (also the reference workload).
@@ -26,7 +28,7 @@ run() {  # name ranks args...
   local name=$1 np=$2; shift 2
   echo "== $name"
   timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
-    "${COMMON[@]}" "$@" --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
+    "${COMMON[@]}" "$@" ${PPO_EXTRA:-} --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
   echo "exit $?"
   grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$name.log" | tail -10
   t "$name"
