@@ -7,16 +7,17 @@
 # on 1 H200 (colocated, one rank) and on 2 (colocated over both, and disjoint). Prints the phase times of the
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
-# PPO_EXTRA="--set key=value ..." is appended to every run's settings (e.g. variable lengths:
-# --set rollout.min_new_tokens=0).
+# MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6) and ITERATIONS (4) change those
+# settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
 set -uo pipefail
 source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 # The 886M Llama shape of the benchmarks (also the reference workload).
 CFG=$PWD/inputs/models/llama-886m/config.json
-COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=4 --set checkpoint.at_end=false
+COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=${ITERATIONS:-4} --set checkpoint.at_end=false
         --set rollout.prompts=runs/prompts128.jsonl
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
-        --set rollout.min_new_tokens=128 --set model.actor.lr=5e-7 --set model.critic.lr=9e-6
+        --set rollout.min_new_tokens=${MIN_NEW_TOKENS:-128} --set model.actor.lr=${ACTOR_LR:-5e-7}
+        --set model.critic.lr=${CRITIC_LR:-9e-6}
         --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
@@ -28,7 +29,7 @@ run() {  # name ranks args...
   local name=$1 np=$2; shift 2
   echo "== $name"
   timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
-    "${COMMON[@]}" "$@" ${PPO_EXTRA:-} --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
+    "${COMMON[@]}" "$@" --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
   echo "exit $?"
   grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$name.log" | tail -10
   t "$name"
