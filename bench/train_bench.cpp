@@ -3,7 +3,7 @@
 // same model unsharded on each GPU alone; with the measured peak memory against the plan.
 //   mpirun -np 2 build/bench/train_bench [--hidden 2048 --layers 16 --heads 16 --kv-heads 8
 //        --ffn 5632 --vocab 32000 --micro-batch 8 --seq 512 --accum 2 --steps 6 --warmup 2
-//        --checkpointing 0 --dtype bf16]
+//        --checkpointing 0 --reshard-after-forward 1 --dtype bf16]
 // Defaults: the 886M model of the performance issue. MFU counts 6 N + 12 L h T FLOPs per token
 // (PaLM's formula: weights, and attention scores and values forward and backward) against
 // bf16's 790 TFLOP/s measured on one H200. "comm alone" is every all-gather and reduce-scatter
@@ -36,6 +36,7 @@ struct Args {
   int hidden = 2048, layers = 16, heads = 16, kv_heads = 8, ffn = 5632, vocab = 32000;
   int micro_batch = 8, seq = 512, accum = 2, steps = 6, warmup = 2;
   bool checkpointing = false;
+  bool reshard_after_forward = true;
   std::string dtype = "bf16";
 };
 
@@ -72,6 +73,7 @@ double planned_gib(const Args& a, int ranks) {
       "\nffn = " + std::to_string(a.ffn) + "\nvocab = " + std::to_string(a.vocab) +
       "\nmax_positions = " + std::to_string(std::max(a.seq, 2048)) +
       "\ncheckpointing = " + (a.checkpointing ? "true" : "false") +
+      "\nreshard_after_forward = " + (a.reshard_after_forward ? "true" : "false") +
       "\n[train]\nmicro_batch = " + std::to_string(a.micro_batch) +
       "\n[rollout]\nbatch = 1\nmax_prompt_tokens = " + std::to_string(a.seq / 2) +
       "\nmax_new_tokens = " + std::to_string(a.seq - a.seq / 2) + "\n[dist]\ndevice_memory = 141GiB\n";
@@ -88,6 +90,7 @@ Result train(const Args& a, Collectives& group, torch::Device device) {
   ShardOptions so;
   so.dtype = a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   so.checkpointing = a.checkpointing;
+  so.reshard_after_forward = a.reshard_after_forward;
   synchronize_device(device);
   reset_peak_memory(device);
   Result r;
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
     std::string k = argv[i], v = argv[i + 1];
     if (ints.count(k)) *ints[k] = std::stoi(v);
     else if (k == "--checkpointing") a.checkpointing = v == "1" || v == "true";
+    else if (k == "--reshard-after-forward") a.reshard_after_forward = v == "1" || v == "true";
     else if (k == "--dtype") a.dtype = v;
     else {
       printf0("unknown option %s\n", k.c_str());
@@ -194,9 +198,10 @@ int main(int argc, char** argv) {
       int64_t n = 0;
       for (const auto& p : probe->parameters()) n += p.numel();
       printf0("train_bench: llama %.0fM parameters (hidden %d, %d layers, %d/%d heads, ffn %d, vocab %d), %s, "
-              "micro-batch %d x %d tokens, %d micro-batches per step, checkpointing %s, %d ranks, %s\n",
+              "micro-batch %d x %d tokens, %d micro-batches per step, checkpointing %s, reshard after forward %s, "
+              "%d ranks, %s\n",
               n / 1e6, a.hidden, a.layers, a.heads, a.kv_heads, a.ffn, a.vocab, a.dtype.c_str(), a.micro_batch,
-              a.seq, a.accum, a.checkpointing ? "on" : "off", world.size(), whole->backend_name());
+              a.seq, a.accum, a.checkpointing ? "on" : "off", a.reshard_after_forward ? "yes" : "no", world.size(), whole->backend_name());
     }
     Result single = train(a, *alone, device);
     Result sharded = world.size() > 1 ? train(a, *whole, device) : single;

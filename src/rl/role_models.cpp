@@ -38,6 +38,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     so.dtype = rm->spec.dtype;
     so.trainable = rm->spec.trained;
     so.checkpointing = sec.checkpointing;
+    so.reshard_after_forward = sec.reshard_after_forward;
     so.offload_params = sec.offload_params;
     so.reduce_fp32 = config.train.reduce_dtype == "float32";
     ParamSource source;

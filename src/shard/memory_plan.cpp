@@ -198,7 +198,13 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   // One rank without offload: the shards are the full parameters (nothing to gather) and the
   // gradients go straight into the gradient shard (no reduce-scatter output).
   const bool resident = l.W == 1 && !m.section->offload_params;
-  double gathered = resident ? 0.0 : (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b;
+  // Kept from forward to backward (reshard_after_forward = false): every block at once.
+  double blocks = 2.0 * static_cast<double>(l.max_block_padded);
+  if (!m.section->reshard_after_forward) {
+    blocks = 0;
+    for (size_t u = 1; u < l.padded.size(); ++u) blocks += static_cast<double>(l.padded[u]);
+  }
+  double gathered = resident ? 0.0 : (static_cast<double>(l.padded[0]) + blocks) * b;
   if (m.section->offload_params) gathered += 2.0 * static_cast<double>(l.max_block_shard) * b;
   t.push_back({"gathered parameters", r, u64(gathered), Where::device});
   const double f = cfg.train.reduce_dtype == "float32" && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
@@ -739,6 +745,7 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
     if (v > 0) out.push_back(best);
   };
   if (trained) try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
+  if (trained) try_flag("reshard_after_forward", &ModelSectionConfig::reshard_after_forward);
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
   try_smaller(c0.rollout.batch, "rollout.batch", [](Config& c, int v) { c.rollout.batch = v; });
   if (trained) try_flag("offload_optimizer", &ModelSectionConfig::offload_optimizer);
@@ -784,6 +791,7 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
   const bool trained = is_trained(role);
   ModelSectionConfig& sec = section_of(c, role);
   std::vector<std::pair<const char*, bool ModelSectionConfig::*>> flags;
+  if (trained) flags.push_back({"reshard_after_forward", &ModelSectionConfig::reshard_after_forward});
   if (trained) flags.push_back({"checkpointing", &ModelSectionConfig::checkpointing});
   if (trained) flags.push_back({"offload_optimizer", &ModelSectionConfig::offload_optimizer});
   flags.push_back({"offload_params", &ModelSectionConfig::offload_params});

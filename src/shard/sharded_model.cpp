@@ -306,7 +306,7 @@ torch::Tensor ShardedModel::run_block(int64_t layer, const TransformerImpl::Bloc
       },
       [this](int64_t l) { return unit_params(static_cast<size_t>(l) + 1); }, fn, layer, options_.checkpointing);
   auto y = ShardedBlock::apply(x, call)[0];
-  release(u);
+  if (options_.reshard_after_forward) release(u);  // else its backward finds it gathered, and frees it
   return y;
 }
 

@@ -26,6 +26,7 @@ struct Case {
   bool checkpointing;
   bool offload_params;
   bool offload_optimizer;
+  bool reshard_after_forward = true;
 };
 
 ModelConfig config_of(const Case& c) {
@@ -118,6 +119,7 @@ TEST_P(Sharded, TrainingMatchesUnsharded) {
   ShardOptions so;
   so.checkpointing = c.checkpointing;
   so.offload_params = c.offload_params;
+  so.reshard_after_forward = c.reshard_after_forward;
   ShardedModel model(cfg, c.head, *group_, so, source_from_state(ref->hf_state()));
   AdamWOptions ao;
   ao.beta1 = 0.9;
@@ -186,6 +188,7 @@ TEST_P(Sharded, OptimizerStateRoundTrip) {
   ShardOptions so;
   so.checkpointing = c.checkpointing;
   so.offload_params = c.offload_params;
+  so.reshard_after_forward = c.reshard_after_forward;
   AdamWOptions ao;
   ao.eps = kEps;
   ao.weight_decay = kWd;
@@ -296,6 +299,9 @@ const Case kCases[] = {
     {"gpt2_tied", "gpt2", Head::causal_lm, true, false, false, false},
     {"neox_value_checkpointed", "gpt_neox", Head::token_value, false, true, false, false},
     {"gptj_reward_offloaded", "gptj", Head::sequence_reward, false, false, true, true},
+    // Blocks kept gathered from forward to backward, with and without recomputation.
+    {"llama_kept", "llama", Head::causal_lm, false, false, false, false, false},
+    {"neox_value_checkpointed_kept", "gpt_neox", Head::token_value, false, true, false, false, false},
 };
 
 std::vector<std::string> backends() {

@@ -220,6 +220,46 @@ TEST(MemoryPlan, CheckpointingLowersActivations) {
   }
 }
 
+// reshard_after_forward = false keeps every block gathered through a training step: the train
+// phase's gathered term grows from two blocks to all of them, nothing else moves; and a plan
+// that no longer fits says to set it back to true.
+TEST(MemoryPlan, KeepingBlocksGatheredAddsThemToTraining) {
+  const std::string sizes = "hidden = 128\nlayers = 6\nheads = 4\nvocab = 1000\n";
+  const Config c = parse(deck_text("llama", "actor = 2\n", "", sizes));
+  MemoryPlan resharded = make_memory_plan(c, 2);
+  MemoryPlan kept = make_memory_plan(parse(deck_text("llama", "actor = 2\n", "", sizes),
+                                           {"model.actor.reshard_after_forward=false"}),
+                                     2);
+  const auto& units = resharded.unit_params[static_cast<int>(Role::actor)];
+  const int64_t block = round_up(units.at(1), 16 * 2), L = static_cast<int64_t>(units.size()) - 1;
+  ASSERT_EQ(L, 6);
+  const RolePlan& a = role_plan(resharded, 0, Role::actor);
+  const RolePlan& k = role_plan(kept, 0, Role::actor);
+  ASSERT_EQ(a.phases.size(), k.phases.size());
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    const int64_t grown = static_cast<int64_t>(k.phases[i].device_bytes()) - static_cast<int64_t>(a.phases[i].device_bytes());
+    if (a.phases[i].name == "train" && a.phases[i].active == Role::actor)
+      EXPECT_EQ(grown, (L - 2) * block * 4) << "float32 blocks 3..6 kept as well as the two in flight";
+    else
+      EXPECT_EQ(grown, 0) << a.phases[i].name;
+  }
+  // A device on which only the resharded plan fits (usable memory is linear in device_memory):
+  // the error names the key that fixes it.
+  const std::string text = deck_text("llama", "actor = 2\n", "", sizes);
+  auto usable_at = [&](double bytes) {
+    return static_cast<double>(
+        make_memory_plan(parse(text, {"dist.device_memory=" + std::to_string(static_cast<long long>(bytes))}), 2).usable);
+  };
+  const double u1 = usable_at(40e9), u2 = usable_at(80e9), slope = (u2 - u1) / 40e9, offset = u2 - slope * 80e9;
+  const double target = (static_cast<double>(a.peak) + static_cast<double>(k.peak)) / 2;
+  const std::vector<std::string> tight = {"model.actor.reshard_after_forward=false",
+                                          "dist.device_memory=" + std::to_string(static_cast<long long>((target - offset) / slope))};
+  MemoryPlan over = make_memory_plan(parse(text, tight), 2);
+  ASSERT_FALSE(over.fits()) << format_plan(over);
+  const std::string e = error_of([&] { check_plan(over); });
+  EXPECT_NE(e.find("--set model.actor.reshard_after_forward=true"), std::string::npos) << e;
+}
+
 TEST(MemoryPlan, ColocatedHoldsEveryRoleAndParksTheIdle) {
   MemoryPlan co = make_memory_plan(
       parse(deck_text("llama", "mode = colocated\npark = always\n"), {"model.critic.dtype=bfloat16"}), 4);

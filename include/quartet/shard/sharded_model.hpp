@@ -35,6 +35,10 @@ struct ShardOptions {
   torch::ScalarType dtype = torch::kFloat32;  // parameters and compute
   bool trainable = true;        // gradients are kept (actor, critic) or not (reference, reward)
   bool checkpointing = false;   // activation checkpointing per block
+  // A training forward frees each block's gathered parameters (true, ZeRO-3) or keeps them for
+  // its backward (false: one all-gather of every block per micro-batch instead of two, for the
+  // gathered model's memory; FSDP's reshard_after_forward).
+  bool reshard_after_forward = true;
   bool offload_params = false;  // parameter shards in (pinned) host memory between uses
   bool reduce_fp32 = true;      // gradients reduce-scattered in float32 (else in `dtype`)
 };
