@@ -553,8 +553,8 @@ class BlockImpl : public torch::nn::Module {
   // A Llama decoding step with the decode kernels (Step::carry): x is the embeddings [B, 1, H]
   // (first block) or what the block before returned, [2, B, 1, H]: the residual stream before
   // its MLP, and the MLP's output. Each residual add is fused with the RMSNorm that follows it
-  // (this block's two, and the next block's or the final norm for the MLP's), the same sums
-  // and roundings as x + a then RMSNorm, two kernels a block fewer.
+  // (this block's two, and the next block's or the final norm for the MLP's): the same sums as
+  // x + a, the norms equal to rounding (model/decode_kernels.hpp), two kernels a block fewer.
   torch::Tensor forward_carried(const torch::Tensor& x, const Step& s, int64_t layer) {
     torch::Tensor residual, h;
     if (x.dim() == 4) {
@@ -900,9 +900,9 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       x = block->forward(x, step, i);
     }
   }
-  if (step.carry && x.dim() == 4) return head_output(add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second,
-                                                     torch::Tensor()).view({B, -1});
-  return head_output(final_norm(x), torch::Tensor()).view({B, -1});
+  // Carried: the last block's MLP output is added inside the final norm.
+  x = step.carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second : final_norm(x);
+  return head_output(x, torch::Tensor()).view({B, -1});
 }
 
 torch::Tensor TransformerImpl::head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask) {
