@@ -66,22 +66,10 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Residual add and RMSNorm of one decoding step, one block per row of [R, H]: sum = x + a
-// (rounded to T, as ATen's add), normed = w * T(sum * rsqrt(mean(sum²) + eps)) with float32
-// statistics and HF LlamaRMSNorm's rounding (to T before the weight). The sum of squares is
-// reduced in another order than at::rms_norm's, so normed agrees to rounding, not bit for bit.
-template <typename T>
-__global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ a, const T* __restrict__ w,
-                                    T* __restrict__ sum, T* __restrict__ normed, int H, float eps) {
+// rsqrt(mean of squares + eps) of a row of H whose squares each thread summed into ss; every
+// thread of the block gets it (all threads must call).
+__device__ __forceinline__ float block_rstd(float ss, int H, float eps) {
   __shared__ float partial[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * H;
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    const T s = store<T>(__fadd_rn(load(x[row + i]), load(a[row + i])));
-    sum[row + i] = s;
-    const float f = load(s);
-    ss += f * f;
-  }
   ss = warp_sum(ss);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   if (lane == 0) partial[warp] = ss;
@@ -92,7 +80,25 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict
     if (lane == 0) partial[0] = rsqrtf(ss / static_cast<float>(H) + eps);
   }
   __syncthreads();
-  const float rstd = partial[0];
+  return partial[0];
+}
+
+// Residual add and RMSNorm of one decoding step, one block per row of [R, H]: sum = x + a
+// (rounded to T, as ATen's add), normed = w * T(sum * rsqrt(mean(sum²) + eps)) with float32
+// statistics and HF LlamaRMSNorm's rounding (to T before the weight). The sum of squares is
+// reduced in another order than at::rms_norm's, so normed agrees to rounding, not bit for bit.
+template <typename T>
+__global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ a, const T* __restrict__ w,
+                                    T* __restrict__ sum, T* __restrict__ normed, int H, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * H;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const T s = store<T>(__fadd_rn(load(x[row + i]), load(a[row + i])));
+    sum[row + i] = s;
+    const float f = load(s);
+    ss += f * f;
+  }
+  const float rstd = block_rstd(ss, H, eps);
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
     const float n = rounded<T>(__fmul_rn(load(sum[row + i]), rstd));
     normed[row + i] = store<T>(__fmul_rn(load(w[i]), n));
@@ -110,7 +116,6 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ x, const T* __rest
     uint4 raw;
     T e[VEC];
   };
-  __shared__ float partial[32];
   const int64_t row = static_cast<int64_t>(blockIdx.x) * H;
   const int nvec = H / VEC;
   float s[MAXV][VEC];
@@ -131,17 +136,7 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ x, const T* __rest
       *reinterpret_cast<uint4*>(sum + row + static_cast<int64_t>(v) * VEC) = ps.raw;
     }
   }
-  ss = warp_sum(ss);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane == 0) partial[warp] = ss;
-  __syncthreads();
-  if (warp == 0) {
-    ss = lane < warps ? partial[lane] : 0.f;
-    ss = warp_sum(ss);
-    if (lane == 0) partial[0] = rsqrtf(ss / static_cast<float>(H) + eps);
-  }
-  __syncthreads();
-  const float rstd = partial[0];
+  const float rstd = block_rstd(ss, H, eps);
 #pragma unroll
   for (int k = 0; k < MAXV; ++k) {
     const int v = threadIdx.x + k * blockDim.x;
