@@ -246,7 +246,7 @@ ShardedModel::~ShardedModel() {
 }
 
 bool ShardedModel::kept(size_t unit) const {
-  return resident_ || full_kept_ || (unit == 0 && root_held_);
+  return resident_ || full_kept_ || step_kept_ || (unit == 0 && root_held_);
 }
 
 std::vector<torch::Tensor> ShardedModel::unit_params(size_t unit) const { return params_[unit]; }
@@ -306,7 +306,8 @@ torch::Tensor ShardedModel::run_block(int64_t layer, const TransformerImpl::Bloc
       },
       [this](int64_t l) { return unit_params(static_cast<size_t>(l) + 1); }, fn, layer, options_.checkpointing);
   auto y = ShardedBlock::apply(x, call)[0];
-  if (options_.reshard_after_forward) release(u);  // else its backward finds it gathered, and frees it
+  if (options_.reshard_after_forward) release(u);
+  else step_kept_ = true;  // its backward and the step's later micro-batches find it gathered
   return y;
 }
 
@@ -367,7 +368,9 @@ void ShardedModel::backward(const torch::Tensor& loss) {
     p.mutable_grad() = torch::Tensor();
   }
   reduce_gradients(0, grads);
-  finish_gradients();
+  // Kept blocks: the next micro-batch's forward needs no gather, so it need not wait for
+  // these reductions either; grad_shards() and zero_grad() do.
+  if (options_.reshard_after_forward) finish_gradients();
   root_held_ = false;
   release(0);
 }
@@ -386,12 +389,18 @@ void ShardedModel::gather_full() {
 
 void ShardedModel::release_full() {
   full_kept_ = false;
+  reshard();
+}
+
+void ShardedModel::reshard() {
+  step_kept_ = false;
   for (size_t u = 0; u < layout_.size(); ++u) release(u);
 }
 
 void ShardedModel::park() {
   if (parked_) return;
   QUARTET_CHECK(!full_kept_ && !root_held_, "sharded model: park() while parameters are gathered");
+  reshard();
   torch::NoGradGuard no_grad;
   parked_shards_.clear();
   for (size_t u = 0; u < layout_.size(); ++u) {

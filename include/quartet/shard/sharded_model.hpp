@@ -35,9 +35,10 @@ struct ShardOptions {
   torch::ScalarType dtype = torch::kFloat32;  // parameters and compute
   bool trainable = true;        // gradients are kept (actor, critic) or not (reference, reward)
   bool checkpointing = false;   // activation checkpointing per block
-  // A training forward frees each block's gathered parameters (true, ZeRO-3) or keeps them for
-  // its backward (false: one all-gather of every block per micro-batch instead of two, for the
-  // gathered model's memory; FSDP's reshard_after_forward).
+  // A training forward frees each block's gathered parameters (true, ZeRO-3) or keeps them
+  // (false: for its backward and the step's later micro-batches, until the shards change; one
+  // all-gather of every block per optimizer step, for the gathered model's memory; FSDP's
+  // reshard_after_forward and reshard_after_backward both off).
   bool reshard_after_forward = true;
   bool offload_params = false;  // parameter shards in (pinned) host memory between uses
   bool reduce_fp32 = true;      // gradients reduce-scattered in float32 (else in `dtype`)
@@ -71,7 +72,8 @@ class ShardedModel {
   // The head's output (Transformer::forward). With grad mode on and a trainable model, the
   // root stays gathered until backward().
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
-  // loss.backward(), then the root's gradients, then every reduce-scatter awaited.
+  // loss.backward(), then the root's gradients, then every reduce-scatter awaited (with
+  // reshard_after_forward = false: awaited when the gradients are read, grad_shards()).
   void backward(const torch::Tensor& loss);
   void zero_grad();
 
@@ -93,9 +95,20 @@ class ShardedModel {
   const ShardOptions& options() const { return options_; }
   const std::vector<UnitLayout>& layout() const { return layout_; }
   torch::Device device() const { return device_; }
-  // This rank's shards, per unit: parameters (compute dtype) and gradients (float32).
-  std::vector<torch::Tensor>& param_shards() { return shards_; }
-  std::vector<torch::Tensor>& grad_shards() { return grads_; }
+  // This rank's shards, per unit: parameters (compute dtype) and gradients (float32). Handing
+  // out the parameter shards (to be written: the optimizer step) frees the gathered copies kept
+  // for the step, which would go stale; handing out the gradients finishes their reductions.
+  std::vector<torch::Tensor>& param_shards() {
+    reshard();
+    return shards_;
+  }
+  std::vector<torch::Tensor>& grad_shards() {
+    finish_gradients();
+    return grads_;
+  }
+  // Frees every gathered unit that nothing else keeps (reshard_after_forward = false keeps
+  // them through a step's micro-batches).
+  void reshard();
   // This rank's parameter shards wherever their values are now (the host copies while
   // parked): what a checkpoint saves.
   std::vector<torch::Tensor> current_shards() const { return parked_ ? parked_or_live() : shards_; }
@@ -138,6 +151,7 @@ class ShardedModel {
   bool resident_ = false;  // one rank and no offload: full buffers are the shards, never freed
   bool full_kept_ = false;
   bool root_held_ = false;
+  bool step_kept_ = false;  // reshard_after_forward = false: gathered units kept until reshard()
   bool parked_ = false;
 
   friend struct Internals;
