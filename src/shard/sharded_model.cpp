@@ -360,6 +360,9 @@ void ShardedModel::finish_gradients() {
 void ShardedModel::backward(const torch::Tensor& loss) {
   QUARTET_CHECK(options_.trainable, "sharded model: backward() on a frozen model");
   QUARTET_CHECK(root_held_, "sharded model: backward() without a training forward() before it");
+  // Kept blocks: the previous micro-batch's reductions, which had this one's forward to run,
+  // are finished here, so that no more than one micro-batch's outputs wait at a time.
+  if (!options_.reshard_after_forward) finish_gradients();
   loss.backward();
   // The root's parameters are ordinary leaves: their gradients are in .grad now.
   std::vector<torch::Tensor> grads;
@@ -369,7 +372,7 @@ void ShardedModel::backward(const torch::Tensor& loss) {
   }
   reduce_gradients(0, grads);
   // Kept blocks: the next micro-batch's forward needs no gather, so it need not wait for
-  // these reductions either; grad_shards() and zero_grad() do.
+  // these reductions either; its backward, grad_shards() and zero_grad() do.
   if (options_.reshard_after_forward) finish_gradients();
   root_held_ = false;
   release(0);

@@ -73,7 +73,8 @@ class ShardedModel {
   // root stays gathered until backward().
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // loss.backward(), then the root's gradients, then every reduce-scatter awaited (with
-  // reshard_after_forward = false: awaited when the gradients are read, grad_shards()).
+  // reshard_after_forward = false: awaited by the next backward, or when the gradients are
+  // read, grad_shards()).
   void backward(const torch::Tensor& loss);
   void zero_grad();
 
