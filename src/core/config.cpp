@@ -52,7 +52,7 @@ const po::options_description& deck_schema() {
         (key("vocab").c_str(), po::value<int>()->default_value(m.vocab), "random:<family>: vocabulary (0 = the tokenizer's)")
         (key("max_positions").c_str(), po::value<int>()->default_value(m.max_positions), "random:<family>: longest sequence")
         (key("checkpointing").c_str(), po::value<bool>()->default_value(m.checkpointing), "activation checkpointing per block (true | false)")
-        (key("reshard_after_forward").c_str(), po::value<bool>()->default_value(m.reshard_after_forward), "trained roles: free each block's gathered parameters after its forward (true) or keep them for its backward (false: half the all-gathers, the whole model gathered)")
+        (key("reshard_after_forward").c_str(), po::value<bool>()->default_value(m.reshard_after_forward), "trained roles: free each block's gathered parameters after its forward (true) or keep them until the optimizer step (false: one all-gather per block and step, the whole model gathered)")
         (key("offload_optimizer").c_str(), po::value<bool>()->default_value(m.offload_optimizer), "master weights and AdamW moments in pinned host memory, step on the CPU")
         (key("offload_params").c_str(), po::value<bool>()->default_value(m.offload_params), "parameter shards in pinned host memory")
         (key("lr").c_str(), po::value<double>()->default_value(m.lr), "AdamW learning rate (> 0)")

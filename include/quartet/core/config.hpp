@@ -53,8 +53,8 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   int hidden = 64, layers = 2, heads = 4, kv_heads = 0 /* 0 = heads */, ffn = 0 /* 0 = family default */;
   int vocab = 0 /* 0 = the tokenizer's (built-in demo: its character vocabulary) */, max_positions = 256;
   bool checkpointing = false;     // activation checkpointing per block (recompute in backward)
-  // false: a block's gathered parameters stay from its forward to its backward (half the
-  // all-gathers of training, the whole model's parameters in memory meanwhile)
+  // false: gathered blocks stay through the backward and the step's later micro-batches (one
+  // all-gather of each per optimizer step, the whole model's parameters in memory meanwhile)
   bool reshard_after_forward = true;
   bool offload_optimizer = false; // fp32 master weights and AdamW moments in pinned host memory, step on the CPU
   bool offload_params = false;    // the compute-dtype parameter shards in pinned host memory
