@@ -25,14 +25,20 @@ RolloutBatch pad_actions(const RolloutBatch& b, int64_t actions, int64_t pad_id)
           F::pad(b.attention_mask, F::PadFuncOptions({0, right})), F::pad(b.action_mask, F::PadFuncOptions({0, right}))};
 }
 
-RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id, int64_t max_width) {
-  QUARTET_CHECK(!pieces.empty(), "concat_rollouts: no pieces");
+int64_t concat_actions(const std::vector<RolloutBatch>& pieces, int64_t max_width) {
   int64_t P = 0, A = 0;
   for (const auto& p : pieces) {
     P = std::max(P, p.prompt_len());
     A = std::max(A, p.actions());
   }
-  A = bucketed_actions(P, A, max_width);
+  return bucketed_actions(P, A, max_width);
+}
+
+RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id, int64_t max_width) {
+  QUARTET_CHECK(!pieces.empty(), "concat_rollouts: no pieces");
+  int64_t P = 0;
+  for (const auto& p : pieces) P = std::max(P, p.prompt_len());
+  const int64_t A = concat_actions(pieces, max_width);
   std::vector<torch::Tensor> seq, attn, act;
   for (const auto& p : pieces) {
     const int64_t left = P - p.prompt_len(), right = A - p.actions();

@@ -510,9 +510,7 @@ int Trainer::run() {
           }
         }
         for (auto& e : exs) e->finish_sends();
-        if (kind == 2)
-          critic_old_values =
-              cat_actions(outs, concat_rollouts(critic_pieces, pad_id_, max_rollout_width()).actions());
+        if (kind == 2) critic_old_values = cat_actions(outs, concat_actions(critic_pieces, max_rollout_width()));
       };
       if (reference && !ex.reference.empty()) serve(ex.reference, reference, 0);
       if (reward && !ex.reward.empty()) serve(ex.reward, reward, 1);
@@ -599,7 +597,7 @@ int Trainer::run() {
         std::vector<torch::Tensor> parts;
         for (auto& e : ex.returns)
           for (auto& p : e->forward({})) parts.push_back(p[0]);
-        returns = cat_actions(parts, concat_rollouts(critic_pieces, pad_id_, max_rollout_width()).actions());
+        returns = cat_actions(parts, concat_actions(critic_pieces, max_rollout_width()));
       }
     }
     phase[kAdvantages] = end_phase(kAdvantages, t);

@@ -133,5 +133,6 @@ TEST_F(RlLogprobs, PaddedActionsLeaveTheRealActionsAlone) {
   const RolloutBatch joined = concat_rollouts({b, wide}, 0, /*max_width=*/kP + 60);
   EXPECT_EQ(joined.prompt_len() + joined.actions(), kRolloutWidthMultiple);
   EXPECT_EQ(joined.rows(), 2 * kB);
+  EXPECT_EQ(concat_actions({b, wide}, kP + 60), joined.actions());
   EXPECT_EQ(concat_rollouts({b, b}, 0).actions(), kA);  // max_width 0: as wide as the widest piece
 }

@@ -45,6 +45,8 @@ RolloutBatch pad_actions(const RolloutBatch& b, int64_t actions, int64_t pad_id)
 // Pieces of different prompt and action lengths as one batch: prompts left-padded to the
 // longest, actions right-padded (masked) to the longest, then to bucketed_actions(max_width).
 RolloutBatch concat_rollouts(const std::vector<RolloutBatch>& pieces, int64_t pad_id, int64_t max_width = 0);
+// The action width of concat_rollouts(pieces, ., max_width), without building the batch.
+int64_t concat_actions(const std::vector<RolloutBatch>& pieces, int64_t max_width = 0);
 // Rows [begin, begin + count) of `values` [R, Am] cut back to each piece's rows and actions.
 std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const std::vector<RolloutBatch>& pieces);
 
