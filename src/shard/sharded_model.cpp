@@ -322,6 +322,21 @@ torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch:
 
 void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& grads) {
   const UnitLayout& L = layout_[u];
+  if (group_.size() == 1) {
+    // Nothing to reduce: each gradient goes straight into its slice of the float32 shard
+    // (converted, or added after the step's first micro-batch), with no flat buffer copied in
+    // between. Slices left without a gradient read as zero (zero_unreached_gradients).
+    torch::NoGradGuard no_grad;
+    for (size_t k = 0; k < L.params.size(); ++k) {
+      auto dst = grads_[u].narrow(0, L.params[k].offset, L.params[k].numel);
+      const bool has = k < grads.size() && grads[k].defined();
+      if (has && grad_fresh_[u]) dst.copy_(grads[k].reshape({-1}));
+      else if (has) dst.add_(grads[k].reshape({-1}));
+      else if (grad_fresh_[u]) dst.zero_();
+    }
+    grad_fresh_[u] = false;
+    return;
+  }
   const auto rdtype = options_.reduce_fp32 ? torch::kFloat32 : options_.dtype;
   auto flat = torch::empty({L.padded}, torch::TensorOptions().dtype(rdtype).device(device_));
   if (L.padded > L.numel) flat.narrow(0, L.numel, L.padded - L.numel).zero_();
@@ -333,28 +348,28 @@ void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& 
       else dst.zero_();
     }
   }
-  if (group_.size() == 1) {
-    if (grad_fresh_[u]) grads_[u].copy_(flat);
-    else grads_[u].add_(flat);
-    grad_fresh_[u] = false;
-    return;
-  }
-  // The first micro-batch lands straight in the gradient shard; later ones in a buffer added
-  // once the collective is done.
+  // The first micro-batch lands straight in the gradient shard (in float32) or is copied
+  // there once the collective is done; later ones land in a buffer added then.
   const bool direct = grad_fresh_[u] && rdtype == torch::kFloat32;
   auto out = direct ? grads_[u] : torch::empty({L.shard}, flat.options());
-  Reduction red{group_.reduce_scatter_async(flat, out, ReduceOp::avg), out, u, !direct};
-  if (grad_fresh_[u] && !direct) grads_[u].zero_();
+  const Landing landing = direct ? Landing::in_place : grad_fresh_[u] ? Landing::copy : Landing::add;
+  reductions_.push_back(Reduction{group_.reduce_scatter_async(flat, out, ReduceOp::avg), out, u, landing});
   grad_fresh_[u] = false;
-  reductions_.push_back(std::move(red));
 }
 
 void ShardedModel::finish_gradients() {
   for (auto& r : reductions_) {
     r.pending.wait();
-    if (r.add) grads_[r.unit].add_(r.out);
+    if (r.landing == Landing::copy) grads_[r.unit].copy_(r.out);
+    else if (r.landing == Landing::add) grads_[r.unit].add_(r.out);
   }
   reductions_.clear();
+}
+
+void ShardedModel::zero_unreached_gradients() {
+  torch::NoGradGuard no_grad;
+  for (size_t u = 0; u < grads_.size(); ++u)
+    if (grad_fresh_[u]) grads_[u].zero_();
 }
 
 void ShardedModel::backward(const torch::Tensor& loss) {
@@ -379,8 +394,9 @@ void ShardedModel::backward(const torch::Tensor& loss) {
 }
 
 void ShardedModel::zero_grad() {
+  // No pass over the shards: a fresh unit's first gradient overwrites its shard, and one that
+  // gets none is zeroed when the gradients are read (grad_shards()).
   finish_gradients();
-  for (auto& g : grads_) g.zero_();
   grad_fresh_.assign(layout_.size(), true);
 }
 

@@ -204,6 +204,10 @@ TEST_P(Sharded, OptimizerStateRoundTrip) {
   ShardedAdamW oa(a, ao);
   train_step(a, oa, 1);
   train_step(a, oa, 2);
+  // zero_grad() leaves the shards alone; gradients read before any backward are zeros all
+  // the same.
+  a.zero_grad();
+  for (const auto& g : a.grad_shards()) EXPECT_EQ(g.count_nonzero().item<int64_t>(), 0);
 
   ShardedModel b(cfg, c.head, *group_, so, source_from_state(a.full_state()));
   ShardedAdamW ob(b, ao);

@@ -105,6 +105,7 @@ class ShardedModel {
   }
   std::vector<torch::Tensor>& grad_shards() {
     finish_gradients();
+    zero_unreached_gradients();
     return grads_;
   }
   // Frees every gathered unit that nothing else keeps (reshard_after_forward = false keeps
@@ -127,6 +128,7 @@ class ShardedModel {
   std::vector<torch::Tensor> unit_params(size_t unit) const;
   void reduce_gradients(size_t unit, const std::vector<torch::Tensor>& grads);
   void finish_gradients();
+  void zero_unreached_gradients();  // shards of units with no gradient since zero_grad() set to 0
   torch::Tensor run_block(int64_t layer, const TransformerImpl::BlockFn& fn, const torch::Tensor& x);
 
   Collectives& group_;
@@ -141,12 +143,15 @@ class ShardedModel {
   std::vector<torch::Tensor> parked_shards_;
   std::vector<State> state_;
   std::vector<Pending> gathers_;
-  std::vector<bool> grad_fresh_;       // no gradient accumulated since zero_grad()
+  std::vector<bool> grad_fresh_;       // no gradient since zero_grad(): the shard's values are stale
+  // Where a reduce-scatter's output goes once it is done: it was written into the gradient
+  // shard itself, or is copied there (the step's first gradient), or added to it.
+  enum class Landing { in_place, copy, add };
   struct Reduction {
     Pending pending;
     torch::Tensor out;   // reduce-scatter output
     size_t unit;
-    bool add;            // out must still be added to the gradient shard
+    Landing landing;
   };
   std::vector<Reduction> reductions_;
   bool resident_ = false;  // one rank and no offload: full buffers are the shards, never freed
