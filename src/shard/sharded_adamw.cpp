@@ -8,6 +8,7 @@
 #include <map>
 
 #include "quartet/core/check.hpp"
+#include "quartet/shard/adamw_kernel.hpp"
 
 namespace quartet {
 
@@ -48,7 +49,9 @@ ShardedAdamW::ShardedAdamW(ShardedModel& model, const AdamWOptions& options) : m
       if (!p.decay) continue;
       int64_t lo = 0, hi = 0;
       UnitLayout::overlap(p, begin, end, &lo, &hi);
-      if (lo < hi) ranges.emplace_back(lo - begin, hi - lo);
+      if (lo >= hi) continue;
+      if (!ranges.empty() && ranges.back().first + ranges.back().second == lo - begin) ranges.back().second += hi - lo;
+      else ranges.emplace_back(lo - begin, hi - lo);  // adjacent decayed parameters make one range
     }
     decay_.push_back(std::move(ranges));
   }
@@ -79,10 +82,32 @@ torch::Tensor ShardedAdamW::step_async(double lr) {
   found_inf = norm.isfinite().logical_not().to(torch::kFloat32).to(state_device);
 
   ++steps_;
-  // Decoupled weight decay first (AdamW's order), on the decayed ranges only; then one fused
-  // kernel per device for every unit: moments, bias correction, update and the clipping
-  // factor (as its grad_scale, which divides) in a single pass over the shards, instead of
-  // the dozen elementwise kernels and temporaries of the unfused update.
+  // Device-resident state: quartet's kernel (adamw_kernel.hpp). Otherwise decoupled weight
+  // decay first (AdamW's order), on the decayed ranges only; then ATen's fused kernel for every
+  // unit: moments, bias correction, update and the clipping factor (as its grad_scale, which
+  // divides) in one pass over the shards; then the masters cast into the model's shards.
+  if (use_kernel(shards)) {
+    // One pass per stretch of equal decay (one per unit without decay), the model's bfloat16
+    // shard written in the same pass.
+    AdamWStep hyper{lr, options_.beta1, options_.beta2, options_.eps, 0.0, steps_};
+    const torch::Tensor scale = grad_scale ? *grad_scale : torch::Tensor();
+    for (size_t u = 0; u < grads.size(); ++u) {
+      const torch::Tensor model_shard = own_master_ ? shards[u] : torch::Tensor();
+      int64_t at = 0;
+      auto stretch = [&](int64_t begin, int64_t count, double decay) {
+        hyper.weight_decay = decay;
+        if (count > 0) adamw_step(master_[u], grads[u], exp_avg_[u], exp_avg_sq_[u], model_shard, begin, count, hyper,
+                                  scale, *found_inf);
+      };
+      for (const auto& [begin, count] : decay_[u]) {
+        stretch(at, begin - at, 0.0);
+        stretch(begin, count, options_.weight_decay);
+        at = begin + count;
+      }
+      stretch(at, master_[u].numel() - at, 0.0);
+    }
+    return norm;
+  }
   if (options_.weight_decay != 0)
     for (size_t u = 0; u < grads.size(); ++u)
       for (const auto& [begin, count] : decay_[u]) master_[u].narrow(0, begin, count).mul_(1 - lr * options_.weight_decay);
@@ -106,6 +131,13 @@ torch::Tensor ShardedAdamW::step_async(double lr) {
   if (own_master_)
     for (size_t u = 0; u < shards.size(); ++u) shards[u].copy_(master_[u]);
   return norm;
+}
+
+bool ShardedAdamW::use_kernel(const std::vector<torch::Tensor>& shards) const {
+  if (!grad_host_.empty()) return false;
+  for (size_t u = 0; u < master_.size(); ++u)
+    if (!adamw_kernel_supports(master_[u], own_master_ ? shards[u] : torch::Tensor())) return false;
+  return true;
 }
 
 NamedTensors ShardedAdamW::full_state() {

@@ -66,13 +66,16 @@ class ShardedAdamW {
   bool offloaded() const { return options_.offload; }
 
  private:
+  // quartet's AdamW kernel takes every unit's state and model shard (adamw_kernel.hpp).
+  bool use_kernel(const std::vector<torch::Tensor>& shards) const;
+
   ShardedModel& model_;
   AdamWOptions options_;
   int64_t steps_ = 0;
   bool own_master_;                   // false: the float32 parameter shards are the masters
   std::vector<torch::Tensor> master_, exp_avg_, exp_avg_sq_, grad_host_;
   torch::Tensor step_count_;  // the step as the fused kernel reads it (0-d, with the master)
-  // Per unit, the [begin, count) ranges of this rank's shard that get weight decay.
+  // Per unit, the [begin, count) ranges of this rank's shard that get weight decay, in order.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> decay_;
 };
 

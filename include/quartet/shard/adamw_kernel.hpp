@@ -1,0 +1,38 @@
+#pragma once
+// One AdamW step over a stretch of a flat float32 shard in a single pass (src/shard/adamw_kernel.cu):
+// reads the gradient, master weights and both moments once and writes the master, the moments
+// and, where the model's shard is a separate bfloat16 copy, that copy too.
+//
+// ATen's _fused_adamw_ followed by the master -> model copy moves 34 bytes a parameter in two
+// passes, and its multi-tensor launches (320 blocks each) reach about 3 TB/s on an H200; this
+// moves 30 in one (bench/RESULTS.md). The arithmetic is _fused_adamw_'s, in float32, so the
+// two differ by rounding only (tests/unit/test_adamw_kernel.cpp checks by how much).
+//
+// Built when CMake finds a CUDA compiler; ShardedAdamW uses it for device-resident state unless
+// QUARTET_ADAMW_KERNEL=0 is set (or set_adamw_kernel(false)).
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace quartet {
+
+bool adamw_kernel_enabled();  // compiled in and not switched off
+void set_adamw_kernel(bool on);
+
+struct AdamWStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0;  // decoupled: w -= lr * weight_decay * w, before the update
+  int64_t step = 1;         // 1-based, for the bias corrections
+};
+
+// master, grad, exp_avg, exp_avg_sq: float32, contiguous, on one CUDA device, the same length;
+// model: undefined (master is the model's shard) or a bfloat16 tensor of that length, which
+// receives the updated weights rounded. Elements [begin, begin + count) are stepped.
+// grad_scale (float32 scalar on the device, or undefined) divides the gradient (clipping);
+// a nonzero found_inf (float32 scalar on the device) leaves everything untouched.
+bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& model);
+void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
+                const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf);
+
+}  // namespace quartet

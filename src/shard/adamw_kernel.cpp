@@ -1,0 +1,83 @@
+#include "quartet/shard/adamw_kernel.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "quartet/core/check.hpp"
+
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+namespace quartet::kernels {
+cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* model, int64_t n, float lr_decay,
+                         float beta1, float beta2, float eps, float step_size, float bc2_sqrt, const float* grad_scale,
+                         const float* found_inf, cudaStream_t stream);
+}
+#endif
+
+namespace quartet {
+
+namespace {
+bool g_enabled = [] {
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  const char* v = std::getenv("QUARTET_ADAMW_KERNEL");
+  return !(v && std::strcmp(v, "0") == 0);
+#else
+  return false;
+#endif
+}();
+}  // namespace
+
+bool adamw_kernel_enabled() { return g_enabled; }
+
+void set_adamw_kernel(bool on) {
+#ifndef QUARTET_WITH_ADAMW_KERNEL
+  QUARTET_CHECK(!on, "set_adamw_kernel: this build has no device kernels (CMake found no CUDA compiler)");
+#endif
+  g_enabled = on;
+}
+
+bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& model) {
+  if (!g_enabled || !master.is_cuda() || master.scalar_type() != torch::kFloat32) return false;
+  return !model.defined() || (model.is_cuda() && model.scalar_type() == torch::kBFloat16 &&
+                              model.get_device() == master.get_device() && model.is_contiguous());
+}
+
+void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
+                const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+  QUARTET_CHECK(adamw_kernel_supports(master, model), "adamw_step: the kernel does not take these tensors");
+  const int64_t n = master.numel();
+  for (const auto* t : {&grad, &exp_avg, &exp_avg_sq})
+    QUARTET_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->numel() == n &&
+                      t->device() == master.device(),
+                  "adamw_step: gradient and moments must be float32, contiguous, on the master's device and as long");
+  QUARTET_CHECK(master.is_contiguous() && (!model.defined() || model.numel() == n), "adamw_step: shapes differ");
+  QUARTET_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "adamw_step: stretch outside the shard");
+  QUARTET_CHECK(step.step >= 1, "adamw_step: steps count from 1");
+  for (const auto* t : {&grad_scale, &found_inf})
+    QUARTET_CHECK(!t->defined() || (t->numel() == 1 && t->scalar_type() == torch::kFloat32 &&
+                                    t->device() == master.device()),
+                  "adamw_step: grad_scale and found_inf are float32 scalars on the master's device");
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  // The bias corrections in double on the host, as _fused_adamw_'s functor forms them.
+  const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
+  const double bc2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
+  const c10::cuda::CUDAGuard guard(master.device());
+  auto* model_ptr = model.defined() ? static_cast<void*>(static_cast<at::BFloat16*>(model.data_ptr()) + begin) : nullptr;
+  const cudaError_t err = kernels::launch_adamw(
+      master.data_ptr<float>() + begin, grad.data_ptr<float>() + begin, exp_avg.data_ptr<float>() + begin,
+      exp_avg_sq.data_ptr<float>() + begin, model_ptr, count, static_cast<float>(step.lr * step.weight_decay),
+      static_cast<float>(step.beta1), static_cast<float>(step.beta2), static_cast<float>(step.eps),
+      static_cast<float>(step.lr / bc1), static_cast<float>(std::sqrt(bc2)),
+      grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr,
+      found_inf.defined() ? found_inf.data_ptr<float>() : nullptr, c10::cuda::getCurrentCUDAStream().stream());
+  QUARTET_CHECK(err == cudaSuccess, std::string("adamw_step: kernel launch failed: ") + cudaGetErrorString(err));
+#endif
+}
+
+}  // namespace quartet

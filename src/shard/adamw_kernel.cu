@@ -1,0 +1,108 @@
+// The flat AdamW step (shard/adamw_kernel.hpp). Plain CUDA, no LibTorch headers: the C++ side
+// checks the tensors and passes raw pointers.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace quartet {
+namespace kernels {
+namespace {
+
+struct Hyper {
+  float lr_decay;   // lr * weight_decay
+  float beta1, beta2, eps;
+  float step_size;  // lr / (1 - beta1^step)
+  float bc2_sqrt;   // sqrt(1 - beta2^step)
+};
+
+// _fused_adamw_'s arithmetic for one element (ATen's fused_adam_utils.cuh), in float32.
+__device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, const Hyper& h) {
+  p -= h.lr_decay * p;
+  m = h.beta1 * m + (1.0f - h.beta1) * g;
+  v = h.beta2 * v + (1.0f - h.beta2) * g * g;
+  const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
+  p -= h.step_size * m / denom;
+}
+
+// Grid-stride over groups of VEC elements (VEC = 4: 16-byte loads of each float32 array).
+template <int VEC, bool kModel>
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                             float* __restrict__ v, __nv_bfloat16* __restrict__ model, int64_t groups, Hyper h,
+                             const float* __restrict__ grad_scale, const float* __restrict__ found_inf) {
+  if (found_inf && *found_inf != 0.0f) return;  // a non-finite gradient: the step is skipped
+  const float scale = grad_scale ? *grad_scale : 1.0f;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float pr[VEC], gr[VEC], mr[VEC], vr[VEC];
+    if constexpr (VEC == 4) {
+      *reinterpret_cast<float4*>(pr) = reinterpret_cast<const float4*>(p)[i];
+      *reinterpret_cast<float4*>(gr) = reinterpret_cast<const float4*>(g)[i];
+      *reinterpret_cast<float4*>(mr) = reinterpret_cast<const float4*>(m)[i];
+      *reinterpret_cast<float4*>(vr) = reinterpret_cast<const float4*>(v)[i];
+    } else {
+      pr[0] = p[i], gr[0] = g[i], mr[0] = m[i], vr[0] = v[i];
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) adamw_element(pr[j], gr[j] / scale, mr[j], vr[j], h);
+    if constexpr (VEC == 4) {
+      reinterpret_cast<float4*>(p)[i] = *reinterpret_cast<float4*>(pr);
+      reinterpret_cast<float4*>(m)[i] = *reinterpret_cast<float4*>(mr);
+      reinterpret_cast<float4*>(v)[i] = *reinterpret_cast<float4*>(vr);
+    } else {
+      p[i] = pr[0], m[i] = mr[0], v[i] = vr[0];
+    }
+    if constexpr (kModel) {
+      if constexpr (VEC == 4) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(pr[0], pr[1]), hi = __floats2bfloat162_rn(pr[2], pr[3]);
+        uint2 packed;
+        packed.x = *reinterpret_cast<uint32_t*>(&lo);
+        packed.y = *reinterpret_cast<uint32_t*>(&hi);
+        reinterpret_cast<uint2*>(model)[i] = packed;
+      } else {
+        model[i] = __float2bfloat16_rn(pr[0]);
+      }
+    }
+  }
+}
+
+template <int VEC>
+cudaError_t launch(float* p, const float* g, float* m, float* v, __nv_bfloat16* model, int64_t groups, const Hyper& h,
+                   const float* grad_scale, const float* found_inf, cudaStream_t stream) {
+  if (groups == 0) return cudaSuccess;
+  static const int sms = [] {
+    int device = 0, count = 132;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count;
+  }();
+  constexpr int threads = 256;
+  // Enough blocks to keep every SM's memory requests in flight, each thread then looping.
+  const int64_t want = (groups + threads - 1) / threads;
+  const int blocks = static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
+  if (model)
+    adamw_kernel<VEC, true><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
+  else
+    adamw_kernel<VEC, false><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// Elements [0, n) of the given pointers (already offset to the stretch's start): the 16-byte
+// aligned body in vectors of 4, the rest one by one.
+cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* model, int64_t n, float lr_decay,
+                         float beta1, float beta2, float eps, float step_size, float bc2_sqrt, const float* grad_scale,
+                         const float* found_inf, cudaStream_t stream) {
+  const Hyper h{lr_decay, beta1, beta2, eps, step_size, bc2_sqrt};
+  auto* out = static_cast<__nv_bfloat16*>(model);
+  auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  int64_t body = 0;
+  if (aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16) && (!out || aligned(out, 8))) body = n / 4 * 4;
+  cudaError_t err = launch<4>(p, g, m, v, out, body / 4, h, grad_scale, found_inf, stream);
+  if (err != cudaSuccess || body == n) return err;
+  return launch<1>(p + body, g + body, m + body, v + body, out ? out + body : nullptr, n - body, h, grad_scale,
+                   found_inf, stream);
+}
+
+}  // namespace kernels
+}  // namespace quartet

@@ -1,0 +1,119 @@
+// quartet's flat AdamW kernel (shard/adamw_kernel.hpp) against ATen's _fused_adamw_ followed by
+// the cast into the model's bfloat16 shard, on random state over several steps: with and without
+// weight decay, clipping (grad_scale), stretches that start unaligned or end mid-vector, and a
+// non-finite step (found_inf) that must leave everything untouched. Needs a GPU; on a machine
+// without one the suite is empty (the CPU path is ATen's, covered by test_sharded).
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "quartet/shard/adamw_kernel.hpp"
+
+namespace {
+
+const torch::Device kCuda(torch::kCUDA, 0);
+
+struct State {
+  torch::Tensor master, grad, m, v, model;
+  State clone() const { return {master.clone(), grad.clone(), m.clone(), v.clone(), model.clone()}; }
+};
+
+State random_state(int64_t n) {
+  auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  State s;
+  s.master = torch::randn({n}, f);
+  s.grad = torch::randn({n}, f) * 0.1;
+  s.m = torch::randn({n}, f) * 0.01;
+  s.v = torch::rand({n}, f) * 1e-3;
+  s.model = s.master.to(torch::kBFloat16);
+  return s;
+}
+
+// ATen's step over [begin, begin + count): _fused_adamw_ on views of that stretch (it applies
+// the decoupled decay itself), then the masters cast into the model's shard.
+void reference_step(State& s, int64_t begin, int64_t count, const quartet::AdamWStep& h, const torch::Tensor& scale,
+                    const torch::Tensor& found_inf) {
+  auto n = [&](const torch::Tensor& t) { return t.narrow(0, begin, count); };
+  auto step = torch::full({}, static_cast<double>(h.step), s.master.options());
+  std::optional<torch::Tensor> gs, fi{found_inf};
+  if (scale.defined()) gs = scale;
+  at::_fused_adamw_({n(s.master)}, {n(s.grad)}, {n(s.m)}, {n(s.v)}, {}, {step}, h.lr, h.beta1, h.beta2, h.weight_decay,
+                    h.eps, false, false, gs, fi);
+  n(s.model).copy_(n(s.master));
+}
+
+void expect_close(const State& got, const State& want, const char* what) {
+  // Float32 rounding of a few operations in another order (division by the clipping factor).
+  EXPECT_TRUE(torch::allclose(got.master, want.master, 1e-6, 1e-7))
+      << what << ": master differs by " << (got.master - want.master).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-9)) << what;
+  EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12)) << what;
+  // The model's shard is the kernel's own master rounded to bfloat16, bit for bit.
+  EXPECT_TRUE(torch::equal(got.model, got.master.to(torch::kBFloat16))) << what;
+}
+
+class AdamWKernel : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(quartet::adamw_kernel_enabled()) << "this CUDA build has no AdamW kernel (no CUDA compiler?)";
+    torch::manual_seed(99);
+  }
+};
+
+TEST_P(AdamWKernel, MatchesFusedAdamWAndCast) {
+  const auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  // Lengths: one element, part of a vector, vectors and a tail, about a million.
+  for (int64_t len : {1, 3, 4097, (1 << 20) + 5}) {
+    State got = random_state(len), want = got.clone();
+    // Stretches: the whole shard; or decayed [len/3, 2 len/3) between two undecayed ones
+    // (unaligned starts for the scalar path).
+    std::vector<std::tuple<int64_t, int64_t, double>> stretches;
+    if (GetParam() == 0 || len < 3) {
+      stretches.emplace_back(0, len, 0.0);
+    } else {
+      const int64_t a = len / 3, b = 2 * len / 3;
+      stretches = {{0, a, 0.0}, {a, b - a, 0.1}, {b, len - b, 0.0}};
+    }
+    const torch::Tensor scale = GetParam() == 0 ? torch::Tensor() : torch::full({}, 3.5, f);
+    const torch::Tensor finite = torch::zeros({}, f);
+    for (int64_t step = 1; step <= 3; ++step) {
+      got.grad.normal_(0, 0.1);
+      want.grad.copy_(got.grad);
+      for (const auto& [begin, count, wd] : stretches) {
+        const quartet::AdamWStep h{1e-3, 0.9, 0.95, 1e-8, wd, step};
+        quartet::adamw_step(got.master, got.grad, got.m, got.v, got.model, begin, count, h, scale, finite);
+        reference_step(want, begin, count, h, scale, finite);
+      }
+    }
+    expect_close(got, want, ("len " + std::to_string(len)).c_str());
+
+    // A non-finite gradient norm: the step touches nothing.
+    const State before = got.clone();
+    const quartet::AdamWStep h{1e-3, 0.9, 0.95, 1e-8, 0.1, 4};
+    quartet::adamw_step(got.master, got.grad, got.m, got.v, got.model, 0, len, h, scale, torch::ones({}, f));
+    EXPECT_TRUE(torch::equal(got.master, before.master) && torch::equal(got.m, before.m) &&
+                torch::equal(got.v, before.v) && torch::equal(got.model, before.model));
+  }
+}
+
+// A float32 model: the masters are its shard, updated in place with nothing else written.
+TEST_P(AdamWKernel, Float32ModelInPlace) {
+  State got = random_state(4099), want = got.clone();
+  const quartet::AdamWStep h{2e-3, 0.9, 0.999, 1e-8, GetParam() == 0 ? 0.0 : 0.01, 1};
+  quartet::adamw_step(got.master, got.grad, got.m, got.v, torch::Tensor(), 0, 4099, h, torch::Tensor(), torch::Tensor());
+  reference_step(want, 0, 4099, h, torch::Tensor(), torch::zeros({}, got.master.options()));
+  EXPECT_TRUE(torch::allclose(got.master, want.master, 1e-6, 1e-7))
+      << (got.master - want.master).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-9));
+  EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12));
+}
+
+// 0: no decay, no clipping; 1: decay in the middle stretch, gradients divided by 3.5.
+INSTANTIATE_TEST_SUITE_P(Settings, AdamWKernel,
+                         ::testing::ValuesIn(torch::cuda::is_available() ? std::vector<int>{0, 1} : std::vector<int>{}));
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AdamWKernel);
+
+}  // namespace
