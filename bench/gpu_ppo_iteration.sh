@@ -9,6 +9,7 @@
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
 # MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6) and ITERATIONS (4) change those
 # settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
+# TAG=x suffixes the run directories and logs (ppo_colocated-1-x.log), to compare settings in one call.
 set -uo pipefail
 source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 # The 886M Llama shape of the benchmarks (also the reference workload).
@@ -26,7 +27,7 @@ gpus=$(nvidia-smi -L | wc -l)
 # PROFILE=none (or unset) profiles nothing.
 PROF=(); [ -n "${PROFILE:-}" ] && [ "$PROFILE" != none ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
 run() {  # name ranks args...
-  local name=$1 np=$2; shift 2
+  local name=$1${TAG:+-$TAG} np=$2; shift 2
   echo "== $name"
   timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
     "${COMMON[@]}" "$@" --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
@@ -46,4 +47,5 @@ for n in ${PPO_GPUS:-1 2}; do
   fi
 done
 echo; echo "== summary (iterations 2-4)"
-phase_summary runs/ppo886m-colocated-1:1 runs/ppo886m-colocated-2:2 runs/ppo886m-disjoint-2:2
+phase_summary runs/ppo886m-colocated-1${TAG:+-$TAG}:1 runs/ppo886m-colocated-2${TAG:+-$TAG}:2 \
+  runs/ppo886m-disjoint-2${TAG:+-$TAG}:2

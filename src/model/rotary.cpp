@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "quartet/core/check.hpp"
+#include "quartet/model/rotary_kernel.hpp"
 
 namespace quartet {
 
@@ -74,6 +75,7 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
                            bool interleaved) {
   const int64_t rd = cos.size(-1);
   const int64_t d = x.size(-1);
+  if (!interleaved && rd == d && rotary_kernel_supports(x, cos, sin)) return rotary_halves(x, cos, sin);
   auto rot = rd == d ? x : x.narrow(-1, 0, rd);
   torch::Tensor turned;
   if (interleaved) {
