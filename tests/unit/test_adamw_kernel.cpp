@@ -49,7 +49,10 @@ void expect_close(const State& got, const State& want, const char* what) {
   // Float32 rounding of a few operations in another order (division by the clipping factor).
   EXPECT_TRUE(torch::allclose(got.master, want.master, 1e-6, 1e-7))
       << what << ": master differs by " << (got.master - want.master).abs().max().item<double>();
-  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-9)) << what;
+  // The first moment's two terms can cancel: it agrees to a few float32 units in the last place
+  // of its terms (about 2e-9 here), whether or not either side's compiler fused a multiply-add.
+  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-8))
+      << what << ": exp_avg differs by " << (got.m - want.m).abs().max().item<double>();
   EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12)) << what;
   // The model's shard is the kernel's own master rounded to bfloat16, bit for bit.
   EXPECT_TRUE(torch::equal(got.model, got.master.to(torch::kBFloat16))) << what;
@@ -107,7 +110,7 @@ TEST_P(AdamWKernel, Float32ModelInPlace) {
   reference_step(want, 0, 4099, h, torch::Tensor(), torch::zeros({}, got.master.options()));
   EXPECT_TRUE(torch::allclose(got.master, want.master, 1e-6, 1e-7))
       << (got.master - want.master).abs().max().item<double>();
-  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-9));
+  EXPECT_TRUE(torch::allclose(got.m, want.m, 1e-6, 1e-8));
   EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12));
 }
 
