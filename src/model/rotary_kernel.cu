@@ -25,38 +25,106 @@ struct Strides4 {
   int64_t s[4];
 };
 
-// One thread per pair (j, j + h) of a head's D = 2h dims at one (b, head, t):
+// VEC consecutive elements of T: one 16-byte access when VEC * sizeof(T) == 16.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, float* out) {
+  if constexpr (VEC == 1) {
+    out[0] = load(p[0]);
+  } else {
+    static_assert(VEC * sizeof(T) == 16, "one 16-byte access");
+    union {
+      uint4 raw;
+      T v[VEC];
+    } u;
+    u.raw = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = load(u.v[k]);
+  }
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const float* in) {
+  if constexpr (VEC == 1) {
+    p[0] = store<T>(in[0]);
+  } else {
+    union {
+      uint4 raw;
+      T v[VEC];
+    } u;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) u.v[k] = store<T>(in[k]);
+    *reinterpret_cast<uint4*>(p) = u.raw;
+  }
+}
+
+// One thread per VEC pairs (j, j + h) of a head's D = 2h dims at one (b, head, t):
 //   forward   out_j = x_j cos_j - x_{j+h} sin_j,     out_{j+h} = x_{j+h} cos_{j+h} + x_j sin_{j+h}
 //   backward  gx_j  = g_j cos_j + g_{j+h} sin_{j+h}, gx_{j+h}  = g_{j+h} cos_{j+h} - g_j sin_j
 // each product and the sum rounded to T as ATen's mul, mul, add (and the exact negation) do, so
-// the bits are those of x * cos + rotate_half(x) * sin and of its autograd backward.
-template <typename T, bool kBackward>
+// the bits are those of x * cos + rotate_half(x) * sin and of its autograd backward. VEC > 1
+// needs unit strides along D and 16-byte aligned rows (the launcher checks).
+template <typename T, bool kBackward, int VEC>
 __global__ void rotary_kernel(const T* __restrict__ x, Strides4 xs, const T* __restrict__ cos,
                               const T* __restrict__ sin, Strides4 cs, T* __restrict__ out, Strides4 os, int64_t H,
-                              int64_t S, int64_t h, int64_t pairs) {
+                              int64_t S, int64_t h, int64_t groups) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= pairs) return;
-  const int64_t j = i % h;
-  int64_t r = i / h;
+  if (i >= groups) return;
+  const int64_t per_row = h / VEC;
+  const int64_t j = (i % per_row) * VEC;
+  int64_t r = i / per_row;
   const int64_t t = r % S;
   r /= S;
   const int64_t head = r % H, b = r / H;
-  const int64_t xo = b * xs.s[0] + head * xs.s[1] + t * xs.s[2];
-  const int64_t co = b * cs.s[0] + head * cs.s[1] + t * cs.s[2];
-  const int64_t oo = b * os.s[0] + head * os.s[1] + t * os.s[2];
-  const float x1 = load(x[xo + j * xs.s[3]]), x2 = load(x[xo + (j + h) * xs.s[3]]);
-  const float c1 = load(cos[co + j * cs.s[3]]), c2 = load(cos[co + (j + h) * cs.s[3]]);
-  const float s1 = load(sin[co + j * cs.s[3]]), s2 = load(sin[co + (j + h) * cs.s[3]]);
-  float o1, o2;
-  if constexpr (!kBackward) {
-    o1 = __fadd_rn(rounded<T>(__fmul_rn(x1, c1)), -rounded<T>(__fmul_rn(x2, s1)));
-    o2 = __fadd_rn(rounded<T>(__fmul_rn(x2, c2)), rounded<T>(__fmul_rn(x1, s2)));
-  } else {
-    o1 = __fadd_rn(rounded<T>(__fmul_rn(x1, c1)), rounded<T>(__fmul_rn(x2, s2)));
-    o2 = __fadd_rn(rounded<T>(__fmul_rn(x2, c2)), -rounded<T>(__fmul_rn(x1, s1)));
+  const T* xr = x + b * xs.s[0] + head * xs.s[1] + t * xs.s[2];
+  const T* cr = cos + b * cs.s[0] + t * cs.s[2];
+  const T* sr = sin + b * cs.s[0] + t * cs.s[2];
+  T* orow = out + b * os.s[0] + head * os.s[1] + t * os.s[2];
+  float x1[VEC], x2[VEC], c1[VEC], c2[VEC], s1[VEC], s2[VEC], o1[VEC], o2[VEC];
+  load_vec<T, VEC>(xr + j * xs.s[3], x1);
+  load_vec<T, VEC>(xr + (j + h) * xs.s[3], x2);
+  load_vec<T, VEC>(cr + j * cs.s[3], c1);
+  load_vec<T, VEC>(cr + (j + h) * cs.s[3], c2);
+  load_vec<T, VEC>(sr + j * cs.s[3], s1);
+  load_vec<T, VEC>(sr + (j + h) * cs.s[3], s2);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    if constexpr (!kBackward) {
+      o1[k] = __fadd_rn(rounded<T>(__fmul_rn(x1[k], c1[k])), -rounded<T>(__fmul_rn(x2[k], s1[k])));
+      o2[k] = __fadd_rn(rounded<T>(__fmul_rn(x2[k], c2[k])), rounded<T>(__fmul_rn(x1[k], s2[k])));
+    } else {
+      o1[k] = __fadd_rn(rounded<T>(__fmul_rn(x1[k], c1[k])), rounded<T>(__fmul_rn(x2[k], s2[k])));
+      o2[k] = __fadd_rn(rounded<T>(__fmul_rn(x2[k], c2[k])), -rounded<T>(__fmul_rn(x1[k], s1[k])));
+    }
   }
-  out[oo + j * os.s[3]] = store<T>(o1);
-  out[oo + (j + h) * os.s[3]] = store<T>(o2);
+  store_vec<T, VEC>(orow + j * os.s[3], o1);
+  store_vec<T, VEC>(orow + (j + h) * os.s[3], o2);
+}
+
+template <typename T, bool kBackward>
+cudaError_t launch(const void* x, const Strides4& xs, const void* cos, const void* sin, const Strides4& cs, void* out,
+                   const Strides4& os, int64_t B, int64_t H, int64_t S, int64_t h, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  // Vectors where every row starts on a 16-byte boundary and D is walked with unit stride.
+  auto rows_aligned = [](const void* p, const Strides4& st) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || st.s[3] != 1) return false;
+    for (int k = 0; k < 3; ++k)
+      if (st.s[k] % kVec != 0) return false;
+    return true;
+  };
+  const bool vec = h % kVec == 0 && rows_aligned(x, xs) && rows_aligned(cos, cs) && rows_aligned(sin, cs) &&
+                   rows_aligned(out, os);
+  const int64_t groups = B * H * S * (vec ? h / kVec : h);
+  if (groups == 0) return cudaSuccess;
+  constexpr int threads = 256;
+  const auto blocks = static_cast<unsigned>((groups + threads - 1) / threads);
+  const T* xt = static_cast<const T*>(x);
+  const T* ct = static_cast<const T*>(cos);
+  const T* st = static_cast<const T*>(sin);
+  T* ot = static_cast<T*>(out);
+  if (vec)
+    rotary_kernel<T, kBackward, kVec><<<blocks, threads, 0, stream>>>(xt, xs, ct, st, cs, ot, os, H, S, h, groups);
+  else
+    rotary_kernel<T, kBackward, 1><<<blocks, threads, 0, stream>>>(xt, xs, ct, st, cs, ot, os, H, S, h, groups);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -68,20 +136,11 @@ cudaError_t launch_rotary(bool bf16, bool backward, const void* x, const int64_t
                           int64_t H, int64_t S, int64_t h, cudaStream_t stream) {
   Strides4 xs, cs, os;
   for (int k = 0; k < 4; ++k) xs.s[k] = x_strides[k], cs.s[k] = cs_strides[k], os.s[k] = out_strides[k];
-  const int64_t pairs = B * H * S * h;
-  if (pairs == 0) return cudaSuccess;
-  constexpr int threads = 256;
-  const int64_t blocks = (pairs + threads - 1) / threads;
-#define QUARTET_ROTARY_LAUNCH(T, BW)                                                                            \
-  rotary_kernel<T, BW><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(                                 \
-      static_cast<const T*>(x), xs, static_cast<const T*>(cos), static_cast<const T*>(sin), cs, static_cast<T*>(out), \
-      os, H, S, h, pairs)
-  if (bf16 && backward) QUARTET_ROTARY_LAUNCH(__nv_bfloat16, true);
-  else if (bf16) QUARTET_ROTARY_LAUNCH(__nv_bfloat16, false);
-  else if (backward) QUARTET_ROTARY_LAUNCH(float, true);
-  else QUARTET_ROTARY_LAUNCH(float, false);
-#undef QUARTET_ROTARY_LAUNCH
-  return cudaGetLastError();
+  if (bf16)
+    return backward ? launch<__nv_bfloat16, true>(x, xs, cos, sin, cs, out, os, B, H, S, h, stream)
+                    : launch<__nv_bfloat16, false>(x, xs, cos, sin, cs, out, os, B, H, S, h, stream);
+  return backward ? launch<float, true>(x, xs, cos, sin, cs, out, os, B, H, S, h, stream)
+                  : launch<float, false>(x, xs, cos, sin, cs, out, os, B, H, S, h, stream);
 }
 
 }  // namespace kernels

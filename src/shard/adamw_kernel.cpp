@@ -16,6 +16,7 @@ namespace quartet::kernels {
 cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* model, int64_t n, float lr_decay,
                          float beta1, float beta2, float eps, float step_size, float bc2_sqrt, const float* grad_scale,
                          const float* found_inf, cudaStream_t stream);
+cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool add, cudaStream_t stream);
 }
 #endif
 
@@ -68,7 +69,8 @@ void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const to
   const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
   const double bc2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
   const c10::cuda::CUDAGuard guard(master.device());
-  auto* model_ptr = model.defined() ? static_cast<void*>(static_cast<at::BFloat16*>(model.data_ptr()) + begin) : nullptr;
+  void* model_ptr =
+      model.defined() ? static_cast<void*>(static_cast<at::BFloat16*>(model.data_ptr()) + begin) : nullptr;
   const cudaError_t err = kernels::launch_adamw(
       master.data_ptr<float>() + begin, grad.data_ptr<float>() + begin, exp_avg.data_ptr<float>() + begin,
       exp_avg_sq.data_ptr<float>() + begin, model_ptr, count, static_cast<float>(step.lr * step.weight_decay),
@@ -77,6 +79,24 @@ void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const to
       grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr,
       found_inf.defined() ? found_inf.data_ptr<float>() : nullptr, c10::cuda::getCurrentCUDAStream().stream());
   QUARTET_CHECK(err == cudaSuccess, std::string("adamw_step: kernel launch failed: ") + cudaGetErrorString(err));
+#endif
+}
+
+bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src) {
+  return g_enabled && dst.is_cuda() && dst.scalar_type() == torch::kFloat32 && dst.is_contiguous() &&
+         src.scalar_type() == torch::kBFloat16 && src.is_contiguous() && src.device() == dst.device() &&
+         src.numel() == dst.numel();
+}
+
+void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add) {
+  QUARTET_CHECK(land_gradient_supports(dst, src), "land_gradient: the kernel does not take these tensors");
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  const c10::cuda::CUDAGuard guard(dst.device());
+  const cudaError_t err = kernels::launch_land_gradient(dst.data_ptr<float>(), src.data_ptr(), dst.numel(), add,
+                                                        c10::cuda::getCurrentCUDAStream().stream());
+  QUARTET_CHECK(err == cudaSuccess, std::string("land_gradient: kernel launch failed: ") + cudaGetErrorString(err));
+#else
+  (void)add;
 #endif
 }
 

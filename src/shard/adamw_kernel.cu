@@ -16,6 +16,18 @@ struct Hyper {
   float bc2_sqrt;   // sqrt(1 - beta2^step)
 };
 
+// Enough blocks to keep every SM's memory requests in flight (8 per SM), each thread then
+// looping over the rest.
+int grid_for(int64_t groups, int threads) {
+  static const int sms = [] {
+    int device = 0, count = 132;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count;
+  }();
+  const int64_t want = (groups + threads - 1) / threads;
+  return static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
+}
+
 // _fused_adamw_'s arithmetic for one element (ATen's fused_adam_utils.cuh), in float32.
 __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, const Hyper& h) {
   p -= h.lr_decay * p;
@@ -70,15 +82,8 @@ template <int VEC>
 cudaError_t launch(float* p, const float* g, float* m, float* v, __nv_bfloat16* model, int64_t groups, const Hyper& h,
                    const float* grad_scale, const float* found_inf, cudaStream_t stream) {
   if (groups == 0) return cudaSuccess;
-  static const int sms = [] {
-    int device = 0, count = 132;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count;
-  }();
   constexpr int threads = 256;
-  // Enough blocks to keep every SM's memory requests in flight, each thread then looping.
-  const int64_t want = (groups + threads - 1) / threads;
-  const int blocks = static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
+  const int blocks = grid_for(groups, threads);
   if (model)
     adamw_kernel<VEC, true><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
   else
@@ -86,7 +91,61 @@ cudaError_t launch(float* p, const float* g, float* m, float* v, __nv_bfloat16* 
   return cudaGetLastError();
 }
 
+// dst (float32) = src (bfloat16) converted, or += it: a gradient landing in its shard. Groups of
+// VEC = 8 (a 16-byte load, two 16-byte stores) where aligned.
+template <int VEC, bool kAdd>
+__global__ void land_gradient_kernel(float* __restrict__ dst, const __nv_bfloat16* __restrict__ src, int64_t groups) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float in[VEC], out[VEC];
+    if constexpr (VEC == 8) {
+      union {
+        uint4 raw;
+        __nv_bfloat16 v[8];
+      } u;
+      u.raw = reinterpret_cast<const uint4*>(src)[i];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) in[k] = __bfloat162float(u.v[k]);
+      if constexpr (kAdd) {
+        *reinterpret_cast<float4*>(out) = reinterpret_cast<const float4*>(dst)[2 * i];
+        *reinterpret_cast<float4*>(out + 4) = reinterpret_cast<const float4*>(dst)[2 * i + 1];
+      }
+    } else {
+      in[0] = __bfloat162float(src[i]);
+      if constexpr (kAdd) out[0] = dst[i];
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = kAdd ? out[k] + in[k] : in[k];
+    if constexpr (VEC == 8) {
+      reinterpret_cast<float4*>(dst)[2 * i] = *reinterpret_cast<float4*>(out);
+      reinterpret_cast<float4*>(dst)[2 * i + 1] = *reinterpret_cast<float4*>(out + 4);
+    } else {
+      dst[i] = out[0];
+    }
+  }
+}
+
+template <int VEC>
+cudaError_t launch_land(float* dst, const __nv_bfloat16* src, int64_t groups, bool add, cudaStream_t stream) {
+  if (groups == 0) return cudaSuccess;
+  constexpr int threads = 256;
+  if (add)
+    land_gradient_kernel<VEC, true><<<grid_for(groups, threads), threads, 0, stream>>>(dst, src, groups);
+  else
+    land_gradient_kernel<VEC, false><<<grid_for(groups, threads), threads, 0, stream>>>(dst, src, groups);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool add, cudaStream_t stream) {
+  const auto* in = static_cast<const __nv_bfloat16*>(src);
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  const int64_t body = aligned ? n / 8 * 8 : 0;
+  cudaError_t err = launch_land<8>(dst, in, body / 8, add, stream);
+  if (err != cudaSuccess || body == n) return err;
+  return launch_land<1>(dst + body, in + body, n - body, add, stream);
+}
 
 // Elements [0, n) of the given pointers (already offset to the stretch's start): the 16-byte
 // aligned body in vectors of 4, the rest one by one.
@@ -97,7 +156,8 @@ cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* mod
   auto* out = static_cast<__nv_bfloat16*>(model);
   auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   int64_t body = 0;
-  if (aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16) && (!out || aligned(out, 8))) body = n / 4 * 4;
+  if (aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16) && (!out || aligned(out, 8)))
+    body = n / 4 * 4;
   cudaError_t err = launch<4>(p, g, m, v, out, body / 4, h, grad_scale, found_inf, stream);
   if (err != cudaSuccess || body == n) return err;
   return launch<1>(p + body, g + body, m + body, v + body, out ? out + body : nullptr, n - body, h, grad_scale,

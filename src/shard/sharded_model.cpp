@@ -8,6 +8,7 @@
 #include <map>
 
 #include "quartet/core/check.hpp"
+#include "quartet/shard/adamw_kernel.hpp"
 
 #ifdef QUARTET_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -330,9 +331,14 @@ void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& 
     for (size_t k = 0; k < L.params.size(); ++k) {
       auto dst = grads_[u].narrow(0, L.params[k].offset, L.params[k].numel);
       const bool has = k < grads.size() && grads[k].defined();
-      if (has && grad_fresh_[u]) dst.copy_(grads[k].reshape({-1}));
-      else if (has) dst.add_(grads[k].reshape({-1}));
-      else if (grad_fresh_[u]) dst.zero_();
+      if (!has) {
+        if (grad_fresh_[u]) dst.zero_();
+        continue;
+      }
+      const auto g = grads[k].reshape({-1});
+      if (land_gradient_supports(dst, g)) land_gradient(dst, g, /*add=*/!grad_fresh_[u]);
+      else if (grad_fresh_[u]) dst.copy_(g);
+      else dst.add_(g);
     }
     grad_fresh_[u] = false;
     return;

@@ -106,7 +106,8 @@ TEST_P(AdamWKernel, MatchesFusedAdamWAndCast) {
 TEST_P(AdamWKernel, Float32ModelInPlace) {
   State got = random_state(4099), want = got.clone();
   const quartet::AdamWStep h{2e-3, 0.9, 0.999, 1e-8, GetParam() == 0 ? 0.0 : 0.01, 1};
-  quartet::adamw_step(got.master, got.grad, got.m, got.v, torch::Tensor(), 0, 4099, h, torch::Tensor(), torch::Tensor());
+  quartet::adamw_step(got.master, got.grad, got.m, got.v, torch::Tensor(), 0, 4099, h, torch::Tensor(),
+                      torch::Tensor());
   reference_step(want, 0, 4099, h, torch::Tensor(), torch::zeros({}, got.master.options()));
   EXPECT_TRUE(torch::allclose(got.master, want.master, 1e-6, 1e-7))
       << (got.master - want.master).abs().max().item<double>();
@@ -114,9 +115,26 @@ TEST_P(AdamWKernel, Float32ModelInPlace) {
   EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12));
 }
 
-// 0: no decay, no clipping; 1: decay in the middle stretch, gradients divided by 3.5.
+// A bfloat16 gradient into its float32 shard: the bits of copy_ and add_, in vectors and in the
+// element-wise tail, and from a source one element off a 16-byte boundary.
+TEST_P(AdamWKernel, LandGradientSameBitsAsCopyAndAdd) {
+  const auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  for (int64_t len : {1, 13, 4096, (1 << 20) + 3}) {
+    auto src = (torch::randn({len + 1}, f) * 3).to(torch::kBFloat16).narrow(0, GetParam(), len);
+    auto dst = torch::randn({len}, f), want = dst.clone();
+    quartet::land_gradient(dst, src, /*add=*/true);
+    want.add_(src);
+    EXPECT_TRUE(torch::equal(dst, want)) << "add, len " << len;
+    quartet::land_gradient(dst, src, /*add=*/false);
+    EXPECT_TRUE(torch::equal(dst, src.to(torch::kFloat32))) << "copy, len " << len;
+  }
+}
+
+// 0: no decay, no clipping (land_gradient: an aligned source); 1: decay in the middle stretch,
+// gradients divided by 3.5 (land_gradient: an unaligned source).
 INSTANTIATE_TEST_SUITE_P(Settings, AdamWKernel,
-                         ::testing::ValuesIn(torch::cuda::is_available() ? std::vector<int>{0, 1} : std::vector<int>{}));
+                         ::testing::ValuesIn(torch::cuda::is_available() ? std::vector<int>{0, 1}
+                                                                         : std::vector<int>{}));
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AdamWKernel);
 
 }  // namespace

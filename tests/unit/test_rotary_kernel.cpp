@@ -1,7 +1,8 @@
 // quartet's rotary kernel (model/rotary_kernel.hpp) against ATen's x * cos + rotate_half(x) * sin:
 // the same bits forward and backward (the input's gradient through autograd), for the layouts a
 // model hands it (a projection viewed as [B, T, H, D] and transposed; contiguous; a slice of a
-// fused product, as NeoX's), cos/sin per row or broadcast over the batch, float32 and bfloat16.
+// fused product, as NeoX's; rows off a 16-byte boundary, for the kernel's element-wise path),
+// cos/sin per row or broadcast over the batch, float32 and bfloat16.
 // Needs a GPU; on a machine without one the suite is empty (the CPU path is ATen's, covered by
 // the parity tests).
 #include <gtest/gtest.h>
@@ -39,17 +40,20 @@ TEST_P(RotaryKernel, SameBitsForwardAndBackward) {
   quartet::ModelConfig cfg;
   cfg.rotary_dim = D;
   cfg.rope_theta = 10000;
-  for (const std::string layout : {"transposed", "contiguous", "slice"}) {
+  // The first three are read in 16-byte vectors; "unaligned" (rows one element off a 16-byte
+  // boundary) element by element.
+  for (const std::string layout : {"transposed", "contiguous", "slice", "unaligned"}) {
     for (const bool broadcast : {false, true}) {
       auto positions = torch::arange(T).unsqueeze(0).repeat({broadcast ? 1 : B, 1}) + (broadcast ? 0 : 5);
       auto [cos, sin] = quartet::rotary_cos_sin(quartet::rotary_inv_freq(cfg, T + 5).to(kCuda), positions.to(kCuda),
                                                 GetParam(), /*interleaved=*/false);
       torch::Tensor base;  // the leaf whose gradient is compared
       auto make = [&] {
-        base = (layout == "slice" ? torch::randn({B, T, H, 3 * D}, opts) : torch::randn({B, T, H, D}, opts)) * 2;
-        base.requires_grad_(true);
+        const int64_t width = layout == "slice" ? 3 * D : layout == "unaligned" ? D + 1 : D;
+        base = (torch::randn({B, T, H, width}, opts) * 2).requires_grad_(true);
         if (layout == "transposed") return base.transpose(1, 2);
         if (layout == "contiguous") return base.transpose(1, 2).contiguous();
+        if (layout == "unaligned") return base.transpose(1, 2).narrow(-1, 1, D);
         return base.transpose(1, 2).narrow(-1, D, D);
       };
       auto x = make();

@@ -1,5 +1,6 @@
 #pragma once
-// One AdamW step over a stretch of a flat float32 shard in a single pass (src/shard/adamw_kernel.cu):
+// One AdamW step over a stretch of a flat float32 shard in a single pass (src/shard/adamw_kernel.cu),
+// and the conversion that brings a bfloat16 gradient into its float32 shard before it:
 // reads the gradient, master weights and both moments once and writes the master, the moments
 // and, where the model's shard is a separate bfloat16 copy, that copy too.
 //
@@ -8,8 +9,8 @@
 // moves 30 in one (bench/RESULTS.md). The arithmetic is _fused_adamw_'s, in float32, so the
 // two differ by rounding only (tests/unit/test_adamw_kernel.cpp checks by how much).
 //
-// Built when CMake finds a CUDA compiler; ShardedAdamW uses it for device-resident state unless
-// QUARTET_ADAMW_KERNEL=0 is set (or set_adamw_kernel(false)).
+// Built when CMake finds a CUDA compiler; ShardedAdamW and ShardedModel use them for device-resident
+// state unless QUARTET_ADAMW_KERNEL=0 is set (or set_adamw_kernel(false)).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -34,5 +35,12 @@ bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& mod
 void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
                 const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
                 const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf);
+
+// A gradient landing in its float32 shard: dst = src converted (add: dst += src), with src a
+// bfloat16 gradient as autograd returns it (contiguous, as long as dst, on its device). The
+// same bits as dst.copy_(src) / dst.add_(src); ATen's converting copy runs element by element
+// at about 1.9 TB/s on an H200, this one in 16-byte vectors.
+bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src);
+void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add);
 
 }  // namespace quartet
