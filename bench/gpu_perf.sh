@@ -3,7 +3,8 @@
 # carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
 # SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls;
 # PROFILE=N profiles PPO iteration N (default 3), PROFILE=none none. KERNELS_AB=1 first runs the
-# 1-GPU iteration with quartet's training kernels off (QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0).
+# 1-GPU iteration with quartet's training kernels off (QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0
+# QUARTET_SWIGLU_KERNEL=0).
 # Builds, runs the GPU generation tests (CUDA graphs against eager, and HF; `quartet generate`
 # end to end against HF), the generation
 # benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
@@ -15,18 +16,18 @@ source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
   cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model \
-    test_decode_kernels test_adamw_kernel test_rotary_kernel test_sharded; } > "$OUT/build.log" 2>&1 \
+    test_decode_kernels test_adamw_kernel test_rotary_kernel test_swiglu_kernel test_sharded; } > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # -V: every test's output in the log, so that the GPU-only cases can be counted there.
-  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1|adamw_kernel_np1|rotary_kernel_np1|sharded_np[12]$|parity_generate_reference|generate_matches_hf") > "$OUT/ctest.log" 2>&1
+  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1|adamw_kernel_np1|rotary_kernel_np1|swiglu_kernel_np1|sharded_np[12]$|parity_generate_reference|generate_matches_hf") > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest.log"
   # (gtest colours its output even into the log: strip the escapes before counting.)
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuKernels" | sed "s/^/GPU decode-step kernels-vs-ATen tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Dtypes/DecodeKernels" | sed "s/^/GPU kernel unit tests passed: /"
-  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (Settings/AdamWKernel|Dtypes/RotaryKernel)" |
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (Settings/AdamWKernel|Dtypes/RotaryKernel|Dtypes/SwigluKernel)" |
     sed "s/^/GPU training-kernel tests passed: /"
   grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests
@@ -38,7 +39,7 @@ if [ "${SKIP_GEN:-0}" != 1 ]; then
   t generate_bench
 fi
 if [ "${KERNELS_AB:-0}" = 1 ]; then
-  QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0 TAG=aten PPO_GPUS=1 PROFILE=none bash bench/gpu_ppo_iteration.sh
+  QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0 QUARTET_SWIGLU_KERNEL=0 TAG=aten PPO_GPUS=1 PROFILE=none bash bench/gpu_ppo_iteration.sh
   t "1 GPU, kernels off"
 fi
 PROFILE=${PROFILE:-3} bash bench/gpu_ppo_iteration.sh

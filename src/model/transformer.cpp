@@ -18,6 +18,7 @@
 #include "quartet/model/checkpointing.hpp"
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/rotary.hpp"
+#include "quartet/model/swiglu_kernel.hpp"
 
 namespace quartet {
 
@@ -467,6 +468,11 @@ class MlpImpl : public torch::nn::Module {
           const int64_t i = c_.intermediate_size;
           return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
         }
+      }
+      if (c_.activation == "silu" || c_.activation == "swish") {
+        auto gate = gate_(x), up = up_(x);
+        if (swiglu_kernel_supports(gate, up)) return down_(swiglu(gate, up));
+        return down_(torch::silu(gate) * up);
       }
       return down_(activate(c_.activation, gate_(x)) * up_(x));
     }

@@ -1,0 +1,92 @@
+#include "quartet/model/swiglu_kernel.hpp"
+
+#include <torch/autograd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "quartet/core/check.hpp"
+
+#ifdef QUARTET_WITH_SWIGLU_KERNEL
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+namespace quartet::kernels {
+cudaError_t launch_swiglu(bool bf16, const void* gate, const void* up, const void* grad, void* out, void* d_gate,
+                          int64_t n, cudaStream_t stream);
+}
+#endif
+
+namespace quartet {
+
+namespace {
+
+bool g_enabled = [] {
+#ifdef QUARTET_WITH_SWIGLU_KERNEL
+  const char* v = std::getenv("QUARTET_SWIGLU_KERNEL");
+  return !(v && std::strcmp(v, "0") == 0);
+#else
+  return false;
+#endif
+}();
+
+// Forward (grad undefined): {SiLU(gate) * up}. Backward: {d_gate, d_up}.
+std::vector<torch::Tensor> run([[maybe_unused]] const torch::Tensor& gate, [[maybe_unused]] const torch::Tensor& up,
+                               [[maybe_unused]] const torch::Tensor& grad) {
+#ifdef QUARTET_WITH_SWIGLU_KERNEL
+  const c10::cuda::CUDAGuard guard(gate.device());
+  const bool backward = grad.defined();
+  auto out = torch::empty_like(gate);
+  auto d_gate = backward ? torch::empty_like(gate) : torch::Tensor();
+  const cudaError_t err = kernels::launch_swiglu(gate.scalar_type() == torch::kBFloat16, gate.data_ptr(), up.data_ptr(),
+                                                 backward ? grad.data_ptr() : nullptr, out.data_ptr(),
+                                                 backward ? d_gate.data_ptr() : nullptr, gate.numel(),
+                                                 c10::cuda::getCurrentCUDAStream().stream());
+  QUARTET_CHECK(err == cudaSuccess, std::string("swiglu kernel: launch failed: ") + cudaGetErrorString(err));
+  if (backward) return {d_gate, out};
+  return {out};
+#else
+  QUARTET_CHECK(false, "swiglu kernel: this build has no device kernels (CMake found no CUDA compiler)");
+  return {};
+#endif
+}
+
+struct SwiGlu : torch::autograd::Function<SwiGlu> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate,
+                               const torch::Tensor& up) {
+    ctx->save_for_backward({gate, up});
+    return run(gate, up, torch::Tensor())[0];
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    return run(saved[0], saved[1], grad[0].contiguous());
+  }
+};
+
+}  // namespace
+
+bool swiglu_kernel_enabled() { return g_enabled; }
+
+void set_swiglu_kernel(bool on) {
+#ifndef QUARTET_WITH_SWIGLU_KERNEL
+  QUARTET_CHECK(!on, "set_swiglu_kernel: this build has no device kernels (CMake found no CUDA compiler)");
+#endif
+  g_enabled = on;
+}
+
+bool swiglu_kernel_supports(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (!g_enabled || !gate.is_cuda() || gate.sizes() != up.sizes() || gate.scalar_type() != up.scalar_type() ||
+      gate.device() != up.device() || !gate.is_contiguous() || !up.is_contiguous())
+    return false;
+  return gate.scalar_type() == torch::kFloat32 || gate.scalar_type() == torch::kBFloat16;
+}
+
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  QUARTET_CHECK(swiglu_kernel_supports(gate, up), "swiglu: the kernel does not take these tensors");
+  return SwiGlu::apply(gate, up);
+}
+
+}  // namespace quartet

@@ -1,0 +1,135 @@
+// SiLU(gate) * up, forward and backward (model/swiglu_kernel.hpp). Plain CUDA, no LibTorch
+// headers: the C++ side checks the tensors and passes raw pointers.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace quartet {
+namespace kernels {
+namespace {
+
+__device__ __forceinline__ float load(float v) { return v; }
+__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T store(float v);
+template <>
+__device__ __forceinline__ float store<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T>
+__device__ __forceinline__ float rounded(float v) { return load(store<T>(v)); }
+
+// VEC consecutive elements through one 16-byte access (VEC = 16 / sizeof(T)), or one.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, int64_t i, float* out) {
+  if constexpr (VEC == 1) {
+    out[0] = load(p[i]);
+  } else {
+    union {
+      uint4 raw;
+      T v[VEC];
+    } u;
+    u.raw = reinterpret_cast<const uint4*>(p)[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = load(u.v[k]);
+  }
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, int64_t i, const float* in) {
+  if constexpr (VEC == 1) {
+    p[i] = store<T>(in[0]);
+  } else {
+    union {
+      uint4 raw;
+      T v[VEC];
+    } u;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) u.v[k] = store<T>(in[k]);
+    reinterpret_cast<uint4*>(p)[i] = u.raw;
+  }
+}
+
+// torch::silu's value, rounded to T (what autograd saves for mul's backward).
+template <typename T>
+__device__ __forceinline__ float silu_rounded(float g) {
+  return rounded<T>(g / (1.0f + expf(-g)));
+}
+
+// Forward: out = SiLU(gate) * up, each of the two results rounded to T.
+// Backward: d_up = grad * SiLU(gate) and d_s = grad * up (mul's gradients, rounded), then
+// d_gate = d_s * sigmoid(gate) * (1 + gate * (1 - sigmoid(gate))), silu_backward's formula.
+template <typename T, bool kBackward, int VEC>
+__global__ void swiglu_kernel(const T* __restrict__ gate, const T* __restrict__ up, const T* __restrict__ grad,
+                              T* __restrict__ out, T* __restrict__ d_gate, int64_t groups) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float g[VEC], u[VEC], r[VEC];
+    load_vec<T, VEC>(gate, i, g);
+    load_vec<T, VEC>(up, i, u);
+    if constexpr (!kBackward) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) r[k] = __fmul_rn(silu_rounded<T>(g[k]), u[k]);
+      store_vec<T, VEC>(out, i, r);
+    } else {
+      float dy[VEC], dg[VEC];
+      load_vec<T, VEC>(grad, i, dy);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        r[k] = __fmul_rn(dy[k], silu_rounded<T>(g[k]));  // d_up
+        const float ds = rounded<T>(__fmul_rn(dy[k], u[k]));
+        const float sig = 1.0f / (1.0f + expf(-g[k]));
+        dg[k] = ds * sig * (1.0f + g[k] * (1.0f - sig));
+      }
+      store_vec<T, VEC>(out, i, r);
+      store_vec<T, VEC>(d_gate, i, dg);
+    }
+  }
+}
+
+int grid_for(int64_t groups, int threads) {
+  static const int sms = [] {
+    int device = 0, count = 132;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count;
+  }();
+  const int64_t want = (groups + threads - 1) / threads;
+  return static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
+}
+
+template <typename T, bool kBackward>
+cudaError_t launch(const void* gate, const void* up, const void* grad, void* out, void* d_gate, int64_t n,
+                   cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr int threads = 256;
+  auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = n % kVec == 0 && aligned(gate) && aligned(up) && aligned(grad) && aligned(out) && aligned(d_gate);
+  const int64_t groups = vec ? n / kVec : n;
+  if (groups == 0) return cudaSuccess;
+  const T* g = static_cast<const T*>(gate);
+  const T* u = static_cast<const T*>(up);
+  const T* dy = static_cast<const T*>(grad);
+  T* o = static_cast<T*>(out);
+  T* dg = static_cast<T*>(d_gate);
+  if (vec)
+    swiglu_kernel<T, kBackward, kVec><<<grid_for(groups, threads), threads, 0, stream>>>(g, u, dy, o, dg, groups);
+  else
+    swiglu_kernel<T, kBackward, 1><<<grid_for(groups, threads), threads, 0, stream>>>(g, u, dy, o, dg, groups);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// Forward (grad and d_gate null): out = SiLU(gate) * up. Backward: out = d_up, d_gate.
+cudaError_t launch_swiglu(bool bf16, const void* gate, const void* up, const void* grad, void* out, void* d_gate,
+                          int64_t n, cudaStream_t stream) {
+  const bool backward = grad != nullptr;
+  if (bf16)
+    return backward ? launch<__nv_bfloat16, true>(gate, up, grad, out, d_gate, n, stream)
+                    : launch<__nv_bfloat16, false>(gate, up, grad, out, d_gate, n, stream);
+  return backward ? launch<float, true>(gate, up, grad, out, d_gate, n, stream)
+                  : launch<float, false>(gate, up, grad, out, d_gate, n, stream);
+}
+
+}  // namespace kernels
+}  // namespace quartet
