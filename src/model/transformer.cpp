@@ -287,25 +287,31 @@ class AttentionImpl : public torch::nn::Module {
       k = ck.narrow(2, 0, s.past + T);
       v = cv.narrow(2, 0, s.past + T);
     }
-    if (nkv != nh) {
-      // repeat_kv: kv head j serves query heads j*g .. j*g+g-1. Done here rather than with
-      // enable_gqa so that the masked memory-efficient CUDA kernel stays eligible.
+    // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
+    // does (it upcasts q and k): GPT-J checkpoints were trained that way.
+    const bool fp32_attention = c_.family == Family::gptj && (q.scalar_type() == torch::kBFloat16 ||
+                                                               q.scalar_type() == torch::kHalf);
+    // Grouped queries without a cache, in half precision on CUDA: cuDNN's fused attention takes
+    // the fewer key/value heads itself (enable_gqa), which spares the repeated copies and, in
+    // training, their backward's sums over each group. Elsewhere the heads are repeated first:
+    // the masked memory-efficient kernel (float32) refuses unequal head counts, and a refusal
+    // falls back to the unfused math path.
+    const bool native_gqa = nkv != nh && !s.cache && q.is_cuda() && !fp32_attention && hd <= 128 &&
+                            (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf);
+    if (nkv != nh && !native_gqa) {
+      // repeat_kv: kv head j serves query heads j*g .. j*g+g-1.
       const int64_t g = nh / nkv, S = k.size(2);
       k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
       v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
     }
     const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
-    // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
-    // does (it upcasts q and k): GPT-J checkpoints were trained that way.
-    const bool fp32_attention = c_.family == Family::gptj && (q.scalar_type() == torch::kBFloat16 ||
-                                                               q.scalar_type() == torch::kHalf);
     auto out = fp32_attention
                    ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
                                                       v.to(torch::kFloat), mask, 0.0, false,
                                                       1.0 / std::sqrt(static_cast<double>(hd)))
                          .to(q.scalar_type())
                    : at::scaled_dot_product_attention(q, k, v, mask, 0.0, false,
-                                                      1.0 / std::sqrt(static_cast<double>(hd)));
+                                                      1.0 / std::sqrt(static_cast<double>(hd)), native_gqa);
     out = out.transpose(1, 2).reshape({B, T, nh * hd});
     return project_out(out);
   }
