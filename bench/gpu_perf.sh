@@ -26,6 +26,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # (gtest colours its output even into the log: strip the escapes before counting.)
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuKernels" | sed "s/^/GPU decode-step kernels-vs-ATen tests passed: /"
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuTraining" | sed "s/^/GPU bf16-training-gradient tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Dtypes/DecodeKernels" | sed "s/^/GPU kernel unit tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (Settings/AdamWKernel|Dtypes/RotaryKernel|Dtypes/SwigluKernel)" |
     sed "s/^/GPU training-kernel tests passed: /"
