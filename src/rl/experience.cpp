@@ -113,9 +113,10 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_devi
 torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
                               torch::Tensor* entropy) {
   auto b = on_device(batch, model.device());
-  auto logits = model.forward(b.sequences, b.attention_mask);
   const int64_t P = b.prompt_len(), A = b.actions();
-  auto acting = logits.narrow(1, P - 1, A);
+  // Positions P-1 .. P+A-2 predict the actions; the vocabulary product runs on those alone.
+  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1);
+  auto acting = logits.narrow(1, 0, A);
   auto actions = b.sequences.narrow(1, P, A);
   if (view.vocab_limit > 0 && view.vocab_limit < acting.size(-1)) {
     acting = acting.narrow(-1, 0, view.vocab_limit);

@@ -312,11 +312,24 @@ torch::Tensor ShardedModel::run_block(int64_t layer, const TransformerImpl::Bloc
   return y;
 }
 
-torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                    int64_t head_from) {
   const bool train = options_.trainable && torch::GradMode::is_enabled();
+  const int64_t T = input_ids.size(-1);
+  QUARTET_CHECK(head_from >= 0 && head_from < T, "sharded model: the head's first position " +
+                                                     std::to_string(head_from) + " is outside 0.." +
+                                                     std::to_string(T - 1));
+  QUARTET_CHECK(head_from == 0 || model_->head() != Head::sequence_reward,
+                "sharded model: a sequence reward head reads every position");
   ensure(0);
   if (train) root_held_ = true;
-  auto out = model_->forward(input_ids, attention_mask);
+  torch::Tensor out;
+  if (head_from == 0) {
+    out = model_->forward(input_ids, attention_mask);
+  } else {
+    auto hidden = model_->hidden_states(input_ids, attention_mask);
+    out = model_->head_output(hidden.narrow(1, head_from, T - head_from), attention_mask);
+  }
   if (!train) release(0);
   return out;
 }

@@ -97,6 +97,25 @@ TEST_F(RlLogprobs, OverTheTokenizersIdsAtTheTemperature) {
   EXPECT_TRUE(torch::allclose(scored.masked_select(mask), got.masked_select(mask), 1e-5, 1e-6));
 }
 
+// The head on the later positions only (what action_logprobs asks for): the same logits as the
+// full forward's there; a first position outside the sequence, or a sequence head, refused.
+TEST_F(RlLogprobs, HeadOnTheLaterPositionsOnly) {
+  torch::NoGradGuard no_grad;
+  const RolloutBatch b = rollouts();
+  const int64_t T = kP + kA;
+  const auto full = model_->forward(b.sequences, b.attention_mask);
+  const auto later = model_->forward(b.sequences, b.attention_mask, kP - 1);
+  ASSERT_EQ(later.sizes(), (std::vector<int64_t>{kB, T - kP + 1, full.size(-1)}));
+  EXPECT_TRUE(torch::allclose(later, full.narrow(1, kP - 1, T - kP + 1), 1e-5, 1e-6));
+  EXPECT_THROW(model_->forward(b.sequences, b.attention_mask, T), quartet::Error);
+  EXPECT_THROW(model_->forward(b.sequences, b.attention_mask, -1), quartet::Error);
+  ShardOptions frozen;
+  frozen.trainable = false;
+  ShardedModel reward(tiny_llama(), Head::sequence_reward, *group_, frozen,
+                      source_random(tiny_llama(), 4, torch::kCPU));
+  EXPECT_THROW(reward.forward(b.sequences, b.attention_mask, 1), quartet::Error);
+}
+
 }  // namespace
 
 // Rollout widths in steps of kRolloutWidthMultiple (so a run meets few distinct shapes), never

@@ -70,8 +70,11 @@ class ShardedModel {
   ShardedModel& operator=(const ShardedModel&) = delete;
 
   // The head's output (Transformer::forward). With grad mode on and a trainable model, the
-  // root stays gathered until backward().
-  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // root stays gathered until backward(). head_from > 0 runs the head on positions head_from ..
+  // T-1 only (HF's logits_to_keep): a causal LM's log-probs of actions need no logits for the
+  // prompt, and its head is the widest product of the model. Per-token heads only.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                        int64_t head_from = 0);
   // loss.backward(), then the root's gradients, then every reduce-scatter awaited (with
   // reshard_after_forward = false: awaited by the next backward, or when the gradients are
   // read, grad_shards()).
