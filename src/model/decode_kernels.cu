@@ -5,21 +5,11 @@
 
 #include <cstdint>
 
+#include "core/kernel_common.cuh"
+
 namespace quartet {
 namespace kernels {
 namespace {
-
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T store(float v);
-template <>
-__device__ __forceinline__ float store<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-// One ATen elementwise operation's result: computed in float, rounded once to T.
-template <typename T>
-__device__ __forceinline__ float rounded(float v) { return load(store<T>(v)); }
 
 // One thread per element of the fused q/k/v product [B, nh + 2 nkv, hd]. Queries and keys
 // rotate as x cos + x[swap] sin_signed, each product and the sum rounded to T as the three
@@ -192,28 +182,6 @@ inline int attend_splits(int span, int chunk, int max_splits, int blocks, int sm
   if (max_splits > 0) return max(1, min(max_splits, chunks));
   const int want = (2 * sms + blocks - 1) / max(blocks, 1);
   return max(1, min(min(want, kMaxSplits), (chunks + 1) / 2));
-}
-
-inline int multiprocessors() {
-  static const int n = [] {
-    int device = 0, count = 132;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count;
-  }();
-  return n;
-}
-
-template <int VEC, typename T>
-__device__ __forceinline__ void load_vec(const T* p, float* out) {
-  if constexpr (VEC * sizeof(T) == 16) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) out[v] = load(e[v]);
-  } else {
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) out[v] = load(p[v]);
-  }
 }
 
 // `bytes` from global src to shared dst by all threads of the block: asynchronous copies of 16

@@ -6,55 +6,15 @@
 
 #include <cstdint>
 
+#include "core/kernel_common.cuh"
+
 namespace quartet {
 namespace kernels {
 namespace {
 
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T store(float v);
-template <>
-__device__ __forceinline__ float store<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <typename T>
-__device__ __forceinline__ float rounded(float v) { return load(store<T>(v)); }
-
 struct Strides4 {
   int64_t s[4];
 };
-
-// VEC consecutive elements of T: one 16-byte access when VEC * sizeof(T) == 16.
-template <typename T, int VEC>
-__device__ __forceinline__ void load_vec(const T* p, float* out) {
-  if constexpr (VEC == 1) {
-    out[0] = load(p[0]);
-  } else {
-    static_assert(VEC * sizeof(T) == 16, "one 16-byte access");
-    union {
-      uint4 raw;
-      T v[VEC];
-    } u;
-    u.raw = *reinterpret_cast<const uint4*>(p);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) out[k] = load(u.v[k]);
-  }
-}
-template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, const float* in) {
-  if constexpr (VEC == 1) {
-    p[0] = store<T>(in[0]);
-  } else {
-    union {
-      uint4 raw;
-      T v[VEC];
-    } u;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) u.v[k] = store<T>(in[k]);
-    *reinterpret_cast<uint4*>(p) = u.raw;
-  }
-}
 
 // One thread per VEC pairs (j, j + h) of a head's D = 2h dims at one (b, head, t):
 //   forward   out_j = x_j cos_j - x_{j+h} sin_j,     out_{j+h} = x_{j+h} cos_{j+h} + x_j sin_{j+h}
@@ -79,12 +39,12 @@ __global__ void rotary_kernel(const T* __restrict__ x, Strides4 xs, const T* __r
   const T* sr = sin + b * cs.s[0] + t * cs.s[2];
   T* orow = out + b * os.s[0] + head * os.s[1] + t * os.s[2];
   float x1[VEC], x2[VEC], c1[VEC], c2[VEC], s1[VEC], s2[VEC], o1[VEC], o2[VEC];
-  load_vec<T, VEC>(xr + j * xs.s[3], x1);
-  load_vec<T, VEC>(xr + (j + h) * xs.s[3], x2);
-  load_vec<T, VEC>(cr + j * cs.s[3], c1);
-  load_vec<T, VEC>(cr + (j + h) * cs.s[3], c2);
-  load_vec<T, VEC>(sr + j * cs.s[3], s1);
-  load_vec<T, VEC>(sr + (j + h) * cs.s[3], s2);
+  load_vec<VEC>(xr + j * xs.s[3], x1);
+  load_vec<VEC>(xr + (j + h) * xs.s[3], x2);
+  load_vec<VEC>(cr + j * cs.s[3], c1);
+  load_vec<VEC>(cr + (j + h) * cs.s[3], c2);
+  load_vec<VEC>(sr + j * cs.s[3], s1);
+  load_vec<VEC>(sr + (j + h) * cs.s[3], s2);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
     if constexpr (!kBackward) {
@@ -95,8 +55,8 @@ __global__ void rotary_kernel(const T* __restrict__ x, Strides4 xs, const T* __r
       o2[k] = __fadd_rn(rounded<T>(__fmul_rn(x2[k], c2[k])), -rounded<T>(__fmul_rn(x1[k], s1[k])));
     }
   }
-  store_vec<T, VEC>(orow + j * os.s[3], o1);
-  store_vec<T, VEC>(orow + (j + h) * os.s[3], o2);
+  store_vec<VEC>(orow + j * os.s[3], o1);
+  store_vec<VEC>(orow + (j + h) * os.s[3], o2);
 }
 
 template <typename T, bool kBackward>

@@ -5,50 +5,11 @@
 
 #include <cstdint>
 
+#include "core/kernel_common.cuh"
+
 namespace quartet {
 namespace kernels {
 namespace {
-
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T store(float v);
-template <>
-__device__ __forceinline__ float store<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <typename T>
-__device__ __forceinline__ float rounded(float v) { return load(store<T>(v)); }
-
-// VEC consecutive elements through one 16-byte access (VEC = 16 / sizeof(T)), or one.
-template <typename T, int VEC>
-__device__ __forceinline__ void load_vec(const T* p, int64_t i, float* out) {
-  if constexpr (VEC == 1) {
-    out[0] = load(p[i]);
-  } else {
-    union {
-      uint4 raw;
-      T v[VEC];
-    } u;
-    u.raw = reinterpret_cast<const uint4*>(p)[i];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) out[k] = load(u.v[k]);
-  }
-}
-template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, int64_t i, const float* in) {
-  if constexpr (VEC == 1) {
-    p[i] = store<T>(in[0]);
-  } else {
-    union {
-      uint4 raw;
-      T v[VEC];
-    } u;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) u.v[k] = store<T>(in[k]);
-    reinterpret_cast<uint4*>(p)[i] = u.raw;
-  }
-}
 
 // torch::silu's value, rounded to T (what autograd saves for mul's backward).
 template <typename T>
@@ -65,15 +26,15 @@ __global__ void swiglu_kernel(const T* __restrict__ gate, const T* __restrict__ 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float g[VEC], u[VEC], r[VEC];
-    load_vec<T, VEC>(gate, i, g);
-    load_vec<T, VEC>(up, i, u);
+    load_vec<VEC>(gate + i * VEC, g);
+    load_vec<VEC>(up + i * VEC, u);
     if constexpr (!kBackward) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) r[k] = __fmul_rn(silu_rounded<T>(g[k]), u[k]);
-      store_vec<T, VEC>(out, i, r);
+      store_vec<VEC>(out + i * VEC, r);
     } else {
       float dy[VEC], dg[VEC];
-      load_vec<T, VEC>(grad, i, dy);
+      load_vec<VEC>(grad + i * VEC, dy);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         r[k] = __fmul_rn(dy[k], silu_rounded<T>(g[k]));  // d_up
@@ -81,20 +42,10 @@ __global__ void swiglu_kernel(const T* __restrict__ gate, const T* __restrict__ 
         const float sig = 1.0f / (1.0f + expf(-g[k]));
         dg[k] = ds * sig * (1.0f + g[k] * (1.0f - sig));
       }
-      store_vec<T, VEC>(out, i, r);
-      store_vec<T, VEC>(d_gate, i, dg);
+      store_vec<VEC>(out + i * VEC, r);
+      store_vec<VEC>(d_gate + i * VEC, dg);
     }
   }
-}
-
-int grid_for(int64_t groups, int threads) {
-  static const int sms = [] {
-    int device = 0, count = 132;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count;
-  }();
-  const int64_t want = (groups + threads - 1) / threads;
-  return static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
 }
 
 template <typename T, bool kBackward>
@@ -111,10 +62,11 @@ cudaError_t launch(const void* gate, const void* up, const void* grad, void* out
   const T* dy = static_cast<const T*>(grad);
   T* o = static_cast<T*>(out);
   T* dg = static_cast<T*>(d_gate);
+  const int blocks = grid_stride_blocks(groups, threads);
   if (vec)
-    swiglu_kernel<T, kBackward, kVec><<<grid_for(groups, threads), threads, 0, stream>>>(g, u, dy, o, dg, groups);
+    swiglu_kernel<T, kBackward, kVec><<<blocks, threads, 0, stream>>>(g, u, dy, o, dg, groups);
   else
-    swiglu_kernel<T, kBackward, 1><<<grid_for(groups, threads), threads, 0, stream>>>(g, u, dy, o, dg, groups);
+    swiglu_kernel<T, kBackward, 1><<<blocks, threads, 0, stream>>>(g, u, dy, o, dg, groups);
   return cudaGetLastError();
 }
 

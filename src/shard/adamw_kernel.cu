@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/kernel_common.cuh"
+
 namespace quartet {
 namespace kernels {
 namespace {
@@ -15,18 +17,6 @@ struct Hyper {
   float step_size;  // lr / (1 - beta1^step)
   float bc2_sqrt;   // sqrt(1 - beta2^step)
 };
-
-// Enough blocks to keep every SM's memory requests in flight (8 per SM), each thread then
-// looping over the rest.
-int grid_for(int64_t groups, int threads) {
-  static const int sms = [] {
-    int device = 0, count = 132;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count;
-  }();
-  const int64_t want = (groups + threads - 1) / threads;
-  return static_cast<int>(want < 8LL * sms ? want : 8LL * sms);
-}
 
 // _fused_adamw_'s arithmetic for one element (ATen's fused_adam_utils.cuh), in float32.
 __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, const Hyper& h) {
@@ -83,7 +73,7 @@ cudaError_t launch(float* p, const float* g, float* m, float* v, __nv_bfloat16* 
                    const float* grad_scale, const float* found_inf, cudaStream_t stream) {
   if (groups == 0) return cudaSuccess;
   constexpr int threads = 256;
-  const int blocks = grid_for(groups, threads);
+  const int blocks = grid_stride_blocks(groups, threads);
   if (model)
     adamw_kernel<VEC, true><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
   else
@@ -129,10 +119,11 @@ template <int VEC>
 cudaError_t launch_land(float* dst, const __nv_bfloat16* src, int64_t groups, bool add, cudaStream_t stream) {
   if (groups == 0) return cudaSuccess;
   constexpr int threads = 256;
+  const int blocks = grid_stride_blocks(groups, threads);
   if (add)
-    land_gradient_kernel<VEC, true><<<grid_for(groups, threads), threads, 0, stream>>>(dst, src, groups);
+    land_gradient_kernel<VEC, true><<<blocks, threads, 0, stream>>>(dst, src, groups);
   else
-    land_gradient_kernel<VEC, false><<<grid_for(groups, threads), threads, 0, stream>>>(dst, src, groups);
+    land_gradient_kernel<VEC, false><<<blocks, threads, 0, stream>>>(dst, src, groups);
   return cudaGetLastError();
 }
 
