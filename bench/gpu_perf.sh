@@ -5,10 +5,11 @@
 # PROFILE=N profiles PPO iteration N (default 3), PROFILE=none none. KERNELS_AB=1 first runs the
 # 1-GPU iteration with quartet's training kernels off (QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0
 # QUARTET_SWIGLU_KERNEL=0).
-# Builds, runs the GPU generation tests (CUDA graphs against eager, and HF; `quartet generate`
-# end to end against HF), the generation
-# benchmark, the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs
-# colocated and disjoint where present) and the training benchmark.
+# Builds, runs the GPU tests (models against HF in bf16, CUDA graphs against eager, bf16 training
+# gradients against fp32; each of quartet's kernels against ATen; sharded training on NCCL, whose
+# np2 case needs two GPUs; `quartet generate` end to end against HF), the generation benchmark,
+# the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs colocated and
+# disjoint where present) and the training benchmark.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
