@@ -6,6 +6,7 @@
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 
 #ifdef QUARTET_WITH_DECODE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -37,15 +38,12 @@ cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist
 namespace quartet {
 
 namespace {
-bool initially_enabled() {
 #ifdef QUARTET_WITH_DECODE_KERNELS
-  const char* v = std::getenv("QUARTET_DECODE_KERNELS");
-  return !(v && std::strcmp(v, "0") == 0);
+constexpr bool kCompiledIn = true;
 #else
-  return false;
+constexpr bool kCompiledIn = false;
 #endif
-}
-bool g_enabled = initially_enabled();
+KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
 bool g_attention = [] {
   const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
   return v && std::strcmp(v, "kernel") == 0;
@@ -62,18 +60,11 @@ bool g_attention = [] {
 constexpr const char* kNoKernels = "this build has no device kernels (CMake found no CUDA compiler)";
 }  // namespace
 
-bool decode_kernels_enabled() { return g_enabled; }
+bool decode_kernels_enabled() { return g_switch.on(); }
 
-void set_decode_kernels(bool on) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
-  g_enabled = on;
-#else
-  QUARTET_CHECK(!on, "set_decode_kernels: this build has no device kernels (CMake found no CUDA compiler)");
-  g_enabled = false;
-#endif
-}
+void set_decode_kernels(bool on) { g_switch.set(on); }
 
-bool decode_attention_kernel_enabled() { return g_enabled && g_attention; }
+bool decode_attention_kernel_enabled() { return g_switch.on() && g_attention; }
 void set_decode_attention_kernel(bool on) { g_attention = on; }
 
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,

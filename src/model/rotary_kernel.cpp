@@ -2,11 +2,10 @@
 
 #include <torch/autograd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 
 #ifdef QUARTET_WITH_ROTARY_KERNEL
 #include <c10/cuda/CUDAGuard.h>
@@ -24,14 +23,12 @@ namespace quartet {
 
 namespace {
 
-bool g_enabled = [] {
 #ifdef QUARTET_WITH_ROTARY_KERNEL
-  const char* v = std::getenv("QUARTET_ROTARY_KERNEL");
-  return !(v && std::strcmp(v, "0") == 0);
+constexpr bool kCompiledIn = true;
 #else
-  return false;
+constexpr bool kCompiledIn = false;
 #endif
-}();
+KernelSwitch g_switch(kCompiledIn, "QUARTET_ROTARY_KERNEL", "set_rotary_kernel");
 
 // The rotation (backward: its transpose, the rotation by -angle) of x into a new tensor laid out
 // like x where x is dense, else contiguous.
@@ -70,17 +67,12 @@ struct RotaryHalves : torch::autograd::Function<RotaryHalves> {
 
 }  // namespace
 
-bool rotary_kernel_enabled() { return g_enabled; }
+bool rotary_kernel_enabled() { return g_switch.on(); }
 
-void set_rotary_kernel(bool on) {
-#ifndef QUARTET_WITH_ROTARY_KERNEL
-  QUARTET_CHECK(!on, "set_rotary_kernel: this build has no device kernels (CMake found no CUDA compiler)");
-#endif
-  g_enabled = on;
-}
+void set_rotary_kernel(bool on) { g_switch.set(on); }
 
 bool rotary_kernel_supports(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  if (!g_enabled || !x.is_cuda() || x.dim() != 4 || cos.dim() != 4 || x.size(3) % 2 != 0) return false;
+  if (!g_switch.on() || !x.is_cuda() || x.dim() != 4 || cos.dim() != 4 || x.size(3) % 2 != 0) return false;
   const auto dtype = x.scalar_type();
   if (dtype != torch::kFloat32 && dtype != torch::kBFloat16) return false;
   if (cos.scalar_type() != dtype || sin.scalar_type() != dtype || cos.device() != x.device() ||

@@ -2,11 +2,10 @@
 
 #include <torch/autograd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 
 #ifdef QUARTET_WITH_SWIGLU_KERNEL
 #include <c10/cuda/CUDAGuard.h>
@@ -23,14 +22,12 @@ namespace quartet {
 
 namespace {
 
-bool g_enabled = [] {
 #ifdef QUARTET_WITH_SWIGLU_KERNEL
-  const char* v = std::getenv("QUARTET_SWIGLU_KERNEL");
-  return !(v && std::strcmp(v, "0") == 0);
+constexpr bool kCompiledIn = true;
 #else
-  return false;
+constexpr bool kCompiledIn = false;
 #endif
-}();
+KernelSwitch g_switch(kCompiledIn, "QUARTET_SWIGLU_KERNEL", "set_swiglu_kernel");
 
 // Forward (grad undefined): {SiLU(gate) * up}. Backward: {d_gate, d_up}.
 std::vector<torch::Tensor> run([[maybe_unused]] const torch::Tensor& gate, [[maybe_unused]] const torch::Tensor& up,
@@ -68,17 +65,12 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
 
 }  // namespace
 
-bool swiglu_kernel_enabled() { return g_enabled; }
+bool swiglu_kernel_enabled() { return g_switch.on(); }
 
-void set_swiglu_kernel(bool on) {
-#ifndef QUARTET_WITH_SWIGLU_KERNEL
-  QUARTET_CHECK(!on, "set_swiglu_kernel: this build has no device kernels (CMake found no CUDA compiler)");
-#endif
-  g_enabled = on;
-}
+void set_swiglu_kernel(bool on) { g_switch.set(on); }
 
 bool swiglu_kernel_supports(const torch::Tensor& gate, const torch::Tensor& up) {
-  if (!g_enabled || !gate.is_cuda() || gate.sizes() != up.sizes() || gate.scalar_type() != up.scalar_type() ||
+  if (!g_switch.on() || !gate.is_cuda() || gate.sizes() != up.sizes() || gate.scalar_type() != up.scalar_type() ||
       gate.device() != up.device() || !gate.is_contiguous() || !up.is_contiguous())
     return false;
   return gate.scalar_type() == torch::kFloat32 || gate.scalar_type() == torch::kBFloat16;

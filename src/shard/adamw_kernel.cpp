@@ -1,11 +1,10 @@
 #include "quartet/shard/adamw_kernel.hpp"
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 
 #ifdef QUARTET_WITH_ADAMW_KERNEL
 #include <c10/cuda/CUDAGuard.h>
@@ -23,27 +22,20 @@ cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool ad
 namespace quartet {
 
 namespace {
-bool g_enabled = [] {
 #ifdef QUARTET_WITH_ADAMW_KERNEL
-  const char* v = std::getenv("QUARTET_ADAMW_KERNEL");
-  return !(v && std::strcmp(v, "0") == 0);
+constexpr bool kCompiledIn = true;
 #else
-  return false;
+constexpr bool kCompiledIn = false;
 #endif
-}();
+KernelSwitch g_switch(kCompiledIn, "QUARTET_ADAMW_KERNEL", "set_adamw_kernel");
 }  // namespace
 
-bool adamw_kernel_enabled() { return g_enabled; }
+bool adamw_kernel_enabled() { return g_switch.on(); }
 
-void set_adamw_kernel(bool on) {
-#ifndef QUARTET_WITH_ADAMW_KERNEL
-  QUARTET_CHECK(!on, "set_adamw_kernel: this build has no device kernels (CMake found no CUDA compiler)");
-#endif
-  g_enabled = on;
-}
+void set_adamw_kernel(bool on) { g_switch.set(on); }
 
 bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& model) {
-  if (!g_enabled || !master.is_cuda() || master.scalar_type() != torch::kFloat32) return false;
+  if (!g_switch.on() || !master.is_cuda() || master.scalar_type() != torch::kFloat32) return false;
   return !model.defined() || (model.is_cuda() && model.scalar_type() == torch::kBFloat16 &&
                               model.get_device() == master.get_device() && model.is_contiguous());
 }
@@ -83,7 +75,7 @@ void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const to
 }
 
 bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src) {
-  return g_enabled && dst.is_cuda() && dst.scalar_type() == torch::kFloat32 && dst.is_contiguous() &&
+  return g_switch.on() && dst.is_cuda() && dst.scalar_type() == torch::kFloat32 && dst.is_contiguous() &&
          src.scalar_type() == torch::kBFloat16 && src.is_contiguous() && src.device() == dst.device() &&
          src.numel() == dst.numel();
 }

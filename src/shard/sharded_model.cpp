@@ -323,13 +323,10 @@ torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch:
                 "sharded model: a sequence reward head reads every position");
   ensure(0);
   if (train) root_held_ = true;
-  torch::Tensor out;
-  if (head_from == 0) {
-    out = model_->forward(input_ids, attention_mask);
-  } else {
-    auto hidden = model_->hidden_states(input_ids, attention_mask);
-    out = model_->head_output(hidden.narrow(1, head_from, T - head_from), attention_mask);
-  }
+  // Transformer::forward's two halves, with the positions before head_from left out between.
+  auto hidden = model_->hidden_states(input_ids, attention_mask);
+  if (head_from > 0) hidden = hidden.narrow(1, head_from, T - head_from);
+  auto out = model_->head_output(hidden, attention_mask);
   if (!train) release(0);
   return out;
 }
