@@ -12,9 +12,9 @@
 #include <cuda_runtime.h>
 
 namespace quartet::kernels {
-cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* model, int64_t n, float lr_decay,
-                         float beta1, float beta2, float eps, float step_size, float bc2_sqrt, const float* grad_scale,
-                         const float* found_inf, cudaStream_t stream);
+cudaError_t launch_adamw(float* p, const void* g, int grad_kind, float* m, float* v, void* model, int64_t n,
+                         float lr_decay, float beta1, float beta2, float eps, float step_size, float bc2_sqrt,
+                         const float* grad_scale, const float* found_inf, cudaStream_t stream);
 cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool add, cudaStream_t stream);
 }
 #endif
@@ -40,15 +40,25 @@ bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& mod
                               model.get_device() == master.get_device() && model.is_contiguous());
 }
 
-void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
-                const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
-                const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+namespace {
+
+// Both entry points: `grad` is undefined (zero) or holds the stretch's gradient from element
+// grad_begin on.
+void step_stretch(const torch::Tensor& master, const torch::Tensor& grad, int64_t grad_begin,
+                  const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
+                  int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
+                  const torch::Tensor& found_inf) {
   QUARTET_CHECK(adamw_kernel_supports(master, model), "adamw_step: the kernel does not take these tensors");
   const int64_t n = master.numel();
-  for (const auto* t : {&grad, &exp_avg, &exp_avg_sq})
+  for (const auto* t : {&exp_avg, &exp_avg_sq})
     QUARTET_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->numel() == n &&
                       t->device() == master.device(),
-                  "adamw_step: gradient and moments must be float32, contiguous, on the master's device and as long");
+                  "adamw_step: moments must be float32, contiguous, on the master's device and as long");
+  QUARTET_CHECK(!grad.defined() || ((grad.scalar_type() == torch::kFloat32 || grad.scalar_type() == torch::kBFloat16) &&
+                                    grad.is_contiguous() && grad.device() == master.device() &&
+                                    grad_begin + count <= grad.numel()),
+                "adamw_step: the gradient must be float32 or bfloat16, contiguous, on the master's device and "
+                "cover the stretch");
   QUARTET_CHECK(master.is_contiguous() && (!model.defined() || model.numel() == n), "adamw_step: shapes differ");
   QUARTET_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "adamw_step: stretch outside the shard");
   QUARTET_CHECK(step.step >= 1, "adamw_step: steps count from 1");
@@ -63,15 +73,43 @@ void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const to
   const c10::cuda::CUDAGuard guard(master.device());
   void* model_ptr =
       model.defined() ? static_cast<void*>(static_cast<at::BFloat16*>(model.data_ptr()) + begin) : nullptr;
+  const void* grad_ptr = nullptr;
+  int grad_kind = 2;  // none
+  if (grad.defined()) {
+    grad_kind = grad.scalar_type() == torch::kFloat32 ? 0 : 1;
+    grad_ptr = static_cast<const char*>(grad.data_ptr()) + grad_begin * grad.element_size();
+  }
   const cudaError_t err = kernels::launch_adamw(
-      master.data_ptr<float>() + begin, grad.data_ptr<float>() + begin, exp_avg.data_ptr<float>() + begin,
+      master.data_ptr<float>() + begin, grad_ptr, grad_kind, exp_avg.data_ptr<float>() + begin,
       exp_avg_sq.data_ptr<float>() + begin, model_ptr, count, static_cast<float>(step.lr * step.weight_decay),
       static_cast<float>(step.beta1), static_cast<float>(step.beta2), static_cast<float>(step.eps),
       static_cast<float>(step.lr / bc1), static_cast<float>(std::sqrt(bc2)),
       grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr,
       found_inf.defined() ? found_inf.data_ptr<float>() : nullptr, c10::cuda::getCurrentCUDAStream().stream());
   QUARTET_CHECK(err == cudaSuccess, std::string("adamw_step: kernel launch failed: ") + cudaGetErrorString(err));
+#else
+  (void)grad_begin;
 #endif
+}
+
+}  // namespace
+
+void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
+                const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+  QUARTET_CHECK(grad.defined() && grad.scalar_type() == torch::kFloat32 && grad.numel() == master.numel(),
+                "adamw_step: the gradient shard must be float32 and as long as the master");
+  step_stretch(master, grad, begin, exp_avg, exp_avg_sq, model, begin, count, step, grad_scale, found_inf);
+}
+
+void adamw_step_own_gradient(const torch::Tensor& master, const torch::Tensor& stretch_grad,
+                             const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
+                             int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
+                             const torch::Tensor& found_inf) {
+  QUARTET_CHECK(!stretch_grad.defined() || stretch_grad.numel() == count,
+                "adamw_step_own_gradient: the gradient has " + std::to_string(stretch_grad.numel()) +
+                    " elements, the stretch " + std::to_string(count));
+  step_stretch(master, stretch_grad, 0, exp_avg, exp_avg_sq, model, begin, count, step, grad_scale, found_inf);
 }
 
 bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/kernel_common.cuh"
 
@@ -27,9 +28,33 @@ __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float
   p -= h.step_size * m / denom;
 }
 
+// The gradient of element i of a stretch: float32 or bfloat16 (as autograd returned it), or
+// G = void for a parameter without one (zero: the decay and the moments' decay still apply).
+// VEC = 4 loads 16 bytes of float32 or 8 of bfloat16.
+template <int VEC, typename G>
+__device__ __forceinline__ void load_grad(const G* __restrict__ g, int64_t i, float (&out)[VEC]) {
+  if constexpr (std::is_void_v<G>) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = 0.0f;
+  } else if constexpr (std::is_same_v<G, float>) {
+    if constexpr (VEC == 4) *reinterpret_cast<float4*>(out) = reinterpret_cast<const float4*>(g)[i];
+    else out[0] = g[i];
+  } else if constexpr (VEC == 4) {
+    union {
+      uint2 raw;
+      __nv_bfloat16 v[4];
+    } u;
+    u.raw = reinterpret_cast<const uint2*>(g)[i];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] = __bfloat162float(u.v[j]);
+  } else {
+    out[0] = __bfloat162float(g[i]);
+  }
+}
+
 // Grid-stride over groups of VEC elements (VEC = 4: 16-byte loads of each float32 array).
-template <int VEC, bool kModel>
-__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+template <int VEC, bool kModel, typename G>
+__global__ void adamw_kernel(float* __restrict__ p, const G* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, __nv_bfloat16* __restrict__ model, int64_t groups, Hyper h,
                              const float* __restrict__ grad_scale, const float* __restrict__ found_inf) {
   if (found_inf && *found_inf != 0.0f) return;  // a non-finite gradient: the step is skipped
@@ -37,13 +62,13 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float pr[VEC], gr[VEC], mr[VEC], vr[VEC];
+    load_grad<VEC>(g, i, gr);
     if constexpr (VEC == 4) {
       *reinterpret_cast<float4*>(pr) = reinterpret_cast<const float4*>(p)[i];
-      *reinterpret_cast<float4*>(gr) = reinterpret_cast<const float4*>(g)[i];
       *reinterpret_cast<float4*>(mr) = reinterpret_cast<const float4*>(m)[i];
       *reinterpret_cast<float4*>(vr) = reinterpret_cast<const float4*>(v)[i];
     } else {
-      pr[0] = p[i], gr[0] = g[i], mr[0] = m[i], vr[0] = v[i];
+      pr[0] = p[i], mr[0] = m[i], vr[0] = v[i];
     }
 #pragma unroll
     for (int j = 0; j < VEC; ++j) adamw_element(pr[j], gr[j] / scale, mr[j], vr[j], h);
@@ -68,17 +93,35 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
   }
 }
 
-template <int VEC>
-cudaError_t launch(float* p, const float* g, float* m, float* v, __nv_bfloat16* model, int64_t groups, const Hyper& h,
+template <int VEC, typename G>
+cudaError_t launch(float* p, const G* g, float* m, float* v, __nv_bfloat16* model, int64_t groups, const Hyper& h,
                    const float* grad_scale, const float* found_inf, cudaStream_t stream) {
   if (groups == 0) return cudaSuccess;
   constexpr int threads = 256;
   const int blocks = grid_stride_blocks(groups, threads);
   if (model)
-    adamw_kernel<VEC, true><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
+    adamw_kernel<VEC, true, G><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
   else
-    adamw_kernel<VEC, false><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
+    adamw_kernel<VEC, false, G><<<blocks, threads, 0, stream>>>(p, g, m, v, model, groups, h, grad_scale, found_inf);
   return cudaGetLastError();
+}
+
+// Elements [0, n) of the given pointers (already offset to the stretch's start): the aligned
+// body in vectors of 4, the rest one by one.
+template <typename G>
+cudaError_t launch_stretch(float* p, const G* g, float* m, float* v, __nv_bfloat16* out, int64_t n, const Hyper& h,
+                           const float* grad_scale, const float* found_inf, cudaStream_t stream) {
+  auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  constexpr uintptr_t grad_vector = std::is_same_v<G, float> ? 16 : std::is_void_v<G> ? 1 : 8;
+  int64_t body = 0;
+  if (aligned(p, 16) && aligned(g, grad_vector) && aligned(m, 16) && aligned(v, 16) && (!out || aligned(out, 8)))
+    body = n / 4 * 4;
+  cudaError_t err = launch<4, G>(p, g, m, v, out, body / 4, h, grad_scale, found_inf, stream);
+  if (err != cudaSuccess || body == n) return err;
+  const G* g_tail = g;
+  if constexpr (!std::is_void_v<G>) g_tail = g + body;
+  return launch<1, G>(p + body, g_tail, m + body, v + body, out ? out + body : nullptr, n - body, h, grad_scale,
+                      found_inf, stream);
 }
 
 // dst (float32) = src (bfloat16) converted, or += it: a gradient landing in its shard. Groups of
@@ -138,21 +181,18 @@ cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool ad
   return launch_land<1>(dst + body, in + body, n - body, add, stream);
 }
 
-// Elements [0, n) of the given pointers (already offset to the stretch's start): the 16-byte
-// aligned body in vectors of 4, the rest one by one.
-cudaError_t launch_adamw(float* p, const float* g, float* m, float* v, void* model, int64_t n, float lr_decay,
-                         float beta1, float beta2, float eps, float step_size, float bc2_sqrt, const float* grad_scale,
-                         const float* found_inf, cudaStream_t stream) {
+// Elements [0, n) of the given pointers (already offset to the stretch's start). grad_kind:
+// 0 float32, 1 bfloat16, 2 none (g is null: a zero gradient).
+cudaError_t launch_adamw(float* p, const void* g, int grad_kind, float* m, float* v, void* model, int64_t n,
+                         float lr_decay, float beta1, float beta2, float eps, float step_size, float bc2_sqrt,
+                         const float* grad_scale, const float* found_inf, cudaStream_t stream) {
   const Hyper h{lr_decay, beta1, beta2, eps, step_size, bc2_sqrt};
   auto* out = static_cast<__nv_bfloat16*>(model);
-  auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-  int64_t body = 0;
-  if (aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16) && (!out || aligned(out, 8)))
-    body = n / 4 * 4;
-  cudaError_t err = launch<4>(p, g, m, v, out, body / 4, h, grad_scale, found_inf, stream);
-  if (err != cudaSuccess || body == n) return err;
-  return launch<1>(p + body, g + body, m + body, v + body, out ? out + body : nullptr, n - body, h, grad_scale,
-                   found_inf, stream);
+  if (grad_kind == 0)
+    return launch_stretch(p, static_cast<const float*>(g), m, v, out, n, h, grad_scale, found_inf, stream);
+  if (grad_kind == 1)
+    return launch_stretch(p, static_cast<const __nv_bfloat16*>(g), m, v, out, n, h, grad_scale, found_inf, stream);
+  return launch_stretch(p, static_cast<const void*>(nullptr), m, v, out, n, h, grad_scale, found_inf, stream);
 }
 
 }  // namespace kernels

@@ -67,11 +67,24 @@ double ShardedAdamW::step(double lr) {
 
 torch::Tensor ShardedAdamW::step_async(double lr) {
   torch::NoGradGuard no_grad;
-  auto& grads = model_.grad_shards();
   auto& shards = model_.param_shards();
+  // One rank with quartet's kernel: the gradients are read where autograd left them.
+  const bool kernel = use_kernel(shards);
+  const auto* returned = kernel ? model_.gradients_as_returned() : nullptr;
+  std::vector<torch::Tensor> grads, norm_of;  // the float32 shards, or what the norm reads
+  if (returned) {
+    for (const auto& unit : *returned)
+      for (const auto& g : unit)
+        if (g.defined()) norm_of.push_back(g);
+  } else {
+    grads = model_.grad_shards();
+    norm_of = grads;
+  }
 
-  // Global norm: every element of the model sits in exactly one rank's shard.
-  auto sq = torch::stack(at::_foreach_norm(grads, 2)).pow(2).sum().view({1});
+  // Global norm: every element of the model sits in exactly one rank's shard. Float32 norms
+  // also of bfloat16 gradients (the default would round each to bfloat16).
+  auto sq = norm_of.empty() ? torch::zeros({1}, shards.front().options().dtype(torch::kFloat32))
+                            : torch::stack(at::_foreach_norm(norm_of, 2, torch::kFloat32)).pow(2).sum().view({1});
   model_.group().all_reduce(sq, ReduceOp::sum);
   auto norm = sq.sqrt().squeeze(0);  // 0-d (view({}) would pick the dtype overload)
   // Clipping as the fused kernel's grad_scale, which divides: max(1, norm / max_norm).
@@ -82,15 +95,31 @@ torch::Tensor ShardedAdamW::step_async(double lr) {
   found_inf = norm.isfinite().logical_not().to(torch::kFloat32).to(state_device);
 
   ++steps_;
+  AdamWStep hyper{lr, options_.beta1, options_.beta2, options_.eps, 0.0, steps_};
+  const torch::Tensor scale = grad_scale ? *grad_scale : torch::Tensor();
+  if (returned) {
+    // One pass per parameter, each reading its own gradient (or none: zero).
+    const auto& layout = model_.layout();
+    for (size_t u = 0; u < layout.size(); ++u) {
+      const torch::Tensor model_shard = own_master_ ? shards[u] : torch::Tensor();
+      for (size_t k = 0; k < layout[u].params.size(); ++k) {
+        const FlatParam& p = layout[u].params[k];
+        hyper.weight_decay = p.decay ? options_.weight_decay : 0.0;
+        const torch::Tensor g = (*returned)[u].empty() ? torch::Tensor() : (*returned)[u][k];
+        if (p.numel > 0)
+          adamw_step_own_gradient(master_[u], g, exp_avg_[u], exp_avg_sq_[u], model_shard, p.offset, p.numel, hyper,
+                                  scale, *found_inf);
+      }
+    }
+    return norm;
+  }
   // Device-resident state: quartet's kernel (adamw_kernel.hpp). Otherwise decoupled weight
   // decay first (AdamW's order), on the decayed ranges only; then ATen's fused kernel for every
   // unit: moments, bias correction, update and the clipping factor (as its grad_scale, which
   // divides) in one pass over the shards; then the masters cast into the model's shards.
-  if (use_kernel(shards)) {
+  if (kernel) {
     // One pass per stretch of equal decay (one per unit without decay), the model's bfloat16
     // shard written in the same pass.
-    AdamWStep hyper{lr, options_.beta1, options_.beta2, options_.eps, 0.0, steps_};
-    const torch::Tensor scale = grad_scale ? *grad_scale : torch::Tensor();
     for (size_t u = 0; u < grads.size(); ++u) {
       const torch::Tensor model_shard = own_master_ ? shards[u] : torch::Tensor();
       int64_t at = 0;

@@ -232,8 +232,11 @@ ShardedModel::ShardedModel(const ModelConfig& config, Head head, Collectives& gr
     }
   }
   if (options.trainable) {
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
-    for (size_t u = 0; u < n; ++u) grads_.push_back(torch::zeros({layout_[u].shard}, f32));
+    grads_.resize(n);
+    kept_.resize(n);
+    keep_returned_ = W == 1;  // more ranks reduce-scatter into the float32 shards
+    if (!keep_returned_)
+      for (size_t u = 0; u < n; ++u) grad_shard(u);
   }
   model_->set_block_runner([this](int64_t layer, const TransformerImpl::BlockFn& fn, const torch::Tensor& x) {
     return Internals::run_block(*this, layer, fn, x);
@@ -334,12 +337,21 @@ torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch:
 void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& grads) {
   const UnitLayout& L = layout_[u];
   if (group_.size() == 1) {
+    if (keep_returned_ && grad_fresh_[u]) {
+      // The step's first gradient of this unit: kept as it is (kept_).
+      kept_[u].assign(L.params.size(), torch::Tensor());
+      for (size_t k = 0; k < L.params.size() && k < grads.size(); ++k)
+        if (grads[k].defined()) kept_[u][k] = grads[k].reshape({-1});
+      grad_fresh_[u] = false;
+      return;
+    }
+    land_kept_gradients();  // a later micro-batch adds to the float32 shards
     // Nothing to reduce: each gradient goes straight into its slice of the float32 shard
     // (converted, or added after the step's first micro-batch), with no flat buffer copied in
     // between. Slices left without a gradient read as zero (zero_unreached_gradients).
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < L.params.size(); ++k) {
-      auto dst = grads_[u].narrow(0, L.params[k].offset, L.params[k].numel);
+      auto dst = grad_shard(u).narrow(0, L.params[k].offset, L.params[k].numel);
       const bool has = k < grads.size() && grads[k].defined();
       if (!has) {
         if (grad_fresh_[u]) dst.zero_();
@@ -385,7 +397,31 @@ void ShardedModel::finish_gradients() {
 void ShardedModel::zero_unreached_gradients() {
   torch::NoGradGuard no_grad;
   for (size_t u = 0; u < grads_.size(); ++u)
-    if (grad_fresh_[u]) grads_[u].zero_();
+    if (grad_fresh_[u]) grad_shard(u).zero_();
+}
+
+torch::Tensor& ShardedModel::grad_shard(size_t u) {
+  if (!grads_[u].defined())
+    grads_[u] = torch::zeros({layout_[u].shard}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  return grads_[u];
+}
+
+void ShardedModel::land_kept_gradients() {
+  if (!keep_returned_) return;
+  keep_returned_ = false;
+  torch::NoGradGuard no_grad;
+  for (size_t u = 0; u < kept_.size(); ++u) {
+    if (kept_[u].empty()) continue;  // no gradient: zeroed when read, if it stays so
+    const UnitLayout& L = layout_[u];
+    for (size_t k = 0; k < L.params.size(); ++k) {
+      auto dst = grad_shard(u).narrow(0, L.params[k].offset, L.params[k].numel);
+      const auto& g = kept_[u][k];
+      if (!g.defined()) dst.zero_();
+      else if (land_gradient_supports(dst, g)) land_gradient(dst, g, /*add=*/false);
+      else dst.copy_(g);
+    }
+    kept_[u].clear();  // each unit's bfloat16 gradients go as its float32 shard comes
+  }
 }
 
 void ShardedModel::backward(const torch::Tensor& loss) {
@@ -414,6 +450,7 @@ void ShardedModel::zero_grad() {
   // gets none is zeroed when the gradients are read (grad_shards()).
   finish_gradients();
   grad_fresh_.assign(layout_.size(), true);
+  for (auto& k : kept_) k.clear();
 }
 
 void ShardedModel::gather_full() {

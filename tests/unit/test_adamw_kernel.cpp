@@ -115,6 +115,34 @@ TEST_P(AdamWKernel, Float32ModelInPlace) {
   EXPECT_TRUE(torch::allclose(got.v, want.v, 1e-6, 1e-12));
 }
 
+// A stretch's own gradient (adamw_step_own_gradient): bfloat16 as autograd returns it, one
+// element off a 16-byte boundary for the scalar path (GetParam() == 1), gives the same bits as
+// that gradient landed in a float32 shard first; no gradient gives the bits of a zero one.
+TEST_P(AdamWKernel, OwnGradientSameBitsAsLanded) {
+  const auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  const int64_t len = 4099, begin = 5, count = 3001;
+  State got = random_state(len), want = got.clone(), none = got.clone(), zero = got.clone();
+  const torch::Tensor scale = torch::full({}, 2.5, f), finite = torch::zeros({}, f);
+  for (int64_t step = 1; step <= 2; ++step) {
+    const quartet::AdamWStep h{1e-3, 0.9, 0.95, 1e-8, 0.1, step};
+    auto g16 = (torch::randn({count + 1}, f) * 0.1).to(torch::kBFloat16).narrow(0, GetParam(), count);
+    want.grad.narrow(0, begin, count).copy_(g16);
+    quartet::adamw_step_own_gradient(got.master, g16, got.m, got.v, got.model, begin, count, h, scale, finite);
+    quartet::adamw_step(want.master, want.grad, want.m, want.v, want.model, begin, count, h, scale, finite);
+    zero.grad.zero_();
+    quartet::adamw_step_own_gradient(none.master, torch::Tensor(), none.m, none.v, none.model, begin, count, h, scale,
+                                     finite);
+    quartet::adamw_step(zero.master, zero.grad, zero.m, zero.v, zero.model, begin, count, h, scale, finite);
+  }
+  for (const auto& [a, b] : {std::pair{&got, &want}, std::pair{&none, &zero}})
+    EXPECT_TRUE(torch::equal(a->master, b->master) && torch::equal(a->m, b->m) && torch::equal(a->v, b->v) &&
+                torch::equal(a->model, b->model));
+  // A gradient of another length is refused.
+  EXPECT_THROW(quartet::adamw_step_own_gradient(got.master, got.grad, got.m, got.v, got.model, begin, count,
+                                                {1e-3, 0.9, 0.95, 1e-8, 0.0, 3}, scale, finite),
+               std::exception);
+}
+
 // A bfloat16 gradient into its float32 shard: the bits of copy_ and add_, in vectors and in the
 // element-wise tail, and from a source one element off a 16-byte boundary.
 TEST_P(AdamWKernel, LandGradientSameBitsAsCopyAndAdd) {

@@ -35,6 +35,14 @@ bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& mod
 void adamw_step(const torch::Tensor& master, const torch::Tensor& grad, const torch::Tensor& exp_avg,
                 const torch::Tensor& exp_avg_sq, const torch::Tensor& model, int64_t begin, int64_t count,
                 const AdamWStep& step, const torch::Tensor& grad_scale, const torch::Tensor& found_inf);
+// The same step where the stretch's gradient is a tensor of its own: `count` elements, float32
+// or bfloat16 (a parameter's gradient as autograd returned it, read where it lies instead of
+// being landed in a float32 shard first: the same bits, one pass fewer), or undefined for a
+// parameter without a gradient (zero: the decay and the moments' decay still apply).
+void adamw_step_own_gradient(const torch::Tensor& master, const torch::Tensor& stretch_grad,
+                             const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
+                             int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
+                             const torch::Tensor& found_inf);
 
 // A gradient landing in its float32 shard: dst = src converted (add: dst += src), with src a
 // bfloat16 gradient as autograd returns it (contiguous, as long as dst, on its device). The

@@ -108,8 +108,16 @@ class ShardedModel {
   }
   std::vector<torch::Tensor>& grad_shards() {
     finish_gradients();
+    land_kept_gradients();
     zero_unreached_gradients();
     return grads_;
+  }
+  // One rank: the step's gradients where autograd left them, for an optimizer that reads them
+  // in place (adamw_step_own_gradient); null when they are not there (see kept_). Per unit: one
+  // flat tensor per parameter in layout order, undefined for a parameter without a gradient;
+  // no tensors at all for a unit without any.
+  const std::vector<std::vector<torch::Tensor>>* gradients_as_returned() const {
+    return keep_returned_ ? &kept_ : nullptr;
   }
   // Frees every gathered unit that nothing else keeps (reshard_after_forward = false keeps
   // them through a step's micro-batches).
@@ -132,6 +140,8 @@ class ShardedModel {
   void reduce_gradients(size_t unit, const std::vector<torch::Tensor>& grads);
   void finish_gradients();
   void zero_unreached_gradients();  // shards of units with no gradient since zero_grad() set to 0
+  void land_kept_gradients();       // kept_ into the float32 shards; keeping stops for good
+  torch::Tensor& grad_shard(size_t unit);  // grads_[unit], allocated (zeroed) on first use
   torch::Tensor run_block(int64_t layer, const TransformerImpl::BlockFn& fn, const torch::Tensor& x);
 
   Collectives& group_;
@@ -143,6 +153,14 @@ class ShardedModel {
   std::vector<torch::Tensor> full_;    // per unit: the full flat buffer the parameters view
   std::vector<torch::Tensor> shards_;  // per unit: this rank's shard (device, or host if offloaded)
   std::vector<torch::Tensor> grads_;   // per unit: float32 gradient shard (trainable only)
+  // One rank, the step's first micro-batch: a unit's gradients stay as autograd returned them
+  // (kept_[unit]) rather than landing in its float32 shard. An optimizer reading them in place
+  // saves that pass and half the gradient bytes it reads. The first time anything needs the
+  // float32 shards (a later micro-batch adds to them, or grad_shards() is read), the kept ones
+  // land, the shards are allocated, and keeping stops for good: the model then never holds both,
+  // so its gradients never take more memory than the float32 shards the plan counts.
+  std::vector<std::vector<torch::Tensor>> kept_;
+  bool keep_returned_ = false;
   std::vector<torch::Tensor> parked_shards_;
   std::vector<State> state_;
   std::vector<Pending> gathers_;
