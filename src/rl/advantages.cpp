@@ -96,11 +96,31 @@ torch::Tensor token_rewards(const torch::Tensor& scores, const torch::Tensor& kl
 }
 
 // gae and discounted_returns run the backward recursion X_t = y_t + c X_{t+1} column by column
-// over T (vectorised over B). Masked positions are skipped rather than treated as steps: the
-// state is carried through them unchanged and they come back 0. For the usual masks (1...1 0...0)
-// this is exactly OpenRLHF's recursion on mask-multiplied inputs (the tail contributes 0, and the
-// last action token sees V = 0 and A = 0 after it); for masks with holes (tool output inside a
-// response) the next *action* token is the next step, as verl does it.
+// over T. Masked positions are skipped rather than treated as steps: the state is carried
+// through them unchanged and they come back 0. For the usual masks (1...1 0...0) this is exactly
+// OpenRLHF's recursion on mask-multiplied inputs (the tail contributes 0, and the last action
+// token sees V = 0 and A = 0 after it); for masks with holes (tool output inside a response) the
+// next *action* token is the next step, as verl does it.
+//
+// The recursion runs on the host, row by row: on a GPU each of T columns would be half a dozen
+// tiny kernels (about 15 ms of launches for T = 256), against one copy each way. The float32
+// operations are ATen's, in its order (a scalar multiplies in float32, then add, then subtract).
+namespace {
+
+struct HostRows {
+  torch::Tensor keep, r, v;  // contiguous, on the CPU: bool, float32, float32 (v may be undefined)
+};
+
+HostRows to_host(const torch::Tensor& keep, const torch::Tensor& r, const torch::Tensor& v) {
+  HostRows h;
+  h.keep = keep.to(torch::kCPU).contiguous();
+  h.r = r.to(torch::kCPU).contiguous();
+  if (v.defined()) h.v = v.to(torch::kCPU).contiguous();
+  return h;
+}
+
+}  // namespace
+
 AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
                       const torch::Tensor& action_mask, double gamma, double lambda) {
   check_bt("gae", "rewards", rewards);
@@ -111,23 +131,32 @@ AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
   auto r = masked_float(rewards, keep);
   auto v = masked_float(values, keep);
   const int64_t B = r.size(0), T = r.size(1);
-  auto adv = torch::zeros({B, T}, r.options());
-  // State carried backwards over the action tokens: the value of the next action token and the
-  // advantage there; both 0 after the last one.
-  auto next_value = torch::zeros({B}, r.options());
-  auto next_adv = torch::zeros({B}, r.options());
-  for (int64_t t = T - 1; t >= 0; --t) {
-    auto k = keep.select(1, t);
-    auto vt = v.select(1, t);
-    auto delta = r.select(1, t) + gamma * next_value - vt;
-    auto a = delta + (gamma * lambda) * next_adv;
-    adv.select(1, t).copy_(torch::where(k, a, torch::zeros({}, a.options())));
-    next_adv = torch::where(k, a, next_adv);
-    next_value = torch::where(k, vt, next_value);
+  const HostRows h = to_host(keep, r, v);
+  auto adv_host = torch::zeros({B, T}, h.r.options());
+  const bool* k = h.keep.data_ptr<bool>();
+  const float* rp = h.r.data_ptr<float>();
+  const float* vp = h.v.data_ptr<float>();
+  float* ap = adv_host.data_ptr<float>();
+  const float g = static_cast<float>(gamma), gl = static_cast<float>(gamma * lambda);
+  for (int64_t b = 0; b < B; ++b) {
+    // State carried backwards over the action tokens: the value of the next action token and
+    // the advantage there; both 0 after the last one.
+    float next_value = 0.0f, next_adv = 0.0f;
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const int64_t i = b * T + t;
+      if (!k[i]) continue;  // stays 0
+      const float scaled_value = g * next_value;
+      const float delta = (rp[i] + scaled_value) - vp[i];
+      const float scaled_adv = gl * next_adv;
+      const float a = delta + scaled_adv;
+      ap[i] = a;
+      next_adv = a;
+      next_value = vp[i];
+    }
   }
   AdvantagesReturns out;
-  out.advantages = adv;
-  out.returns = torch::where(keep, adv + v, torch::zeros({}, adv.options()));
+  out.advantages = adv_host.to(r.device());
+  out.returns = torch::where(keep, out.advantages + v, torch::zeros({}, v.options()));
   return out;
 }
 
@@ -138,15 +167,23 @@ torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tens
   auto keep = as_bool(action_mask);
   auto r = masked_float(rewards, keep);
   const int64_t B = r.size(0), T = r.size(1);
-  auto out = torch::zeros({B, T}, r.options());
-  auto next = torch::zeros({B}, r.options());
-  for (int64_t t = T - 1; t >= 0; --t) {
-    auto k = keep.select(1, t);
-    auto g = r.select(1, t) + gamma * next;
-    out.select(1, t).copy_(torch::where(k, g, torch::zeros({}, g.options())));
-    next = torch::where(k, g, next);  // skipped positions do not discount
+  const HostRows h = to_host(keep, r, torch::Tensor());
+  auto out = torch::zeros({B, T}, h.r.options());
+  const bool* k = h.keep.data_ptr<bool>();
+  const float* rp = h.r.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float g = static_cast<float>(gamma);
+  for (int64_t b = 0; b < B; ++b) {
+    float next = 0.0f;
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const int64_t i = b * T + t;
+      if (!k[i]) continue;  // skipped positions do not discount
+      const float scaled = g * next;
+      next = rp[i] + scaled;
+      op[i] = next;
+    }
   }
-  return out;
+  return out.to(r.device());
 }
 
 namespace {
