@@ -96,6 +96,7 @@ const po::options_description& deck_schema() {
       ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
       ("rollout.micro_batch", po::value<int>()->default_value(ro.micro_batch), "prompts per generation chunk and rank (0 = the whole batch); the scoring groups score chunk c while chunk c+1 is generated")
+      ("rollout.score_micro_batch", po::value<int>()->default_value(ro.score_micro_batch), "sequences per scoring forward pass (log-probs, values, rewards) and rank (0 = a whole generation chunk)")
       ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
       ("rollout.min_new_tokens", po::value<int>()->default_value(ro.min_new_tokens), "no stop token (EOS included) is sampled before this many new tokens (count, 0 .. max_new_tokens), as HF generate's min_new_tokens")
@@ -285,6 +286,8 @@ Config load_config(const Deck& deck) {
   if (c.rollout.batch < 1) deck.fail("rollout.batch", "must be at least 1");
   c.rollout.micro_batch = deck.get<int>("rollout.micro_batch");
   if (c.rollout.micro_batch < 0) deck.fail("rollout.micro_batch", "must be >= 0");
+  c.rollout.score_micro_batch = deck.get<int>("rollout.score_micro_batch");
+  if (c.rollout.score_micro_batch < 0) deck.fail("rollout.score_micro_batch", "must be >= 0");
   c.rollout.max_prompt_tokens = deck.get<int>("rollout.max_prompt_tokens");
   if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
   c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");

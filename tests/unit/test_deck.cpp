@@ -131,6 +131,7 @@ TEST(DeckErrors, OutOfRangeAndEnumValues) {
   EXPECT_EQ(error_of("[placement]\ncritic = -2\n"), "test.deck:2: placement.critic must not be negative");
   EXPECT_EQ(error_of("[rollout]\nmax_new_tokens = 8\nmin_new_tokens = 9\n"),
             "test.deck:3: rollout.min_new_tokens must be in 0 .. rollout.max_new_tokens (8)");
+  EXPECT_EQ(error_of("[rollout]\nscore_micro_batch = -1\n"), "test.deck:2: rollout.score_micro_batch must be >= 0");
   EXPECT_EQ(error_of("[dist]\nwatchdog_timeout = 0\n"),
             "test.deck:2: dist.watchdog_timeout must be > 0 seconds");
   EXPECT_EQ(error_of("[dist]\nbackend = nccl\ndevice = cpu\n"),

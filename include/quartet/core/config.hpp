@@ -98,6 +98,8 @@ struct RolloutConfig {          // [rollout]
   int batch = 8;                // prompts per generation batch and rank
   int micro_batch = 0;          // prompts per generation chunk (0 = the whole batch): chunk c is
                                 // scored by the other groups while chunk c + 1 is generated
+  int score_micro_batch = 0;    // sequences per scoring forward and rank (0 = a whole chunk, as
+                                // the memory plan counts it); OpenRLHF's micro_rollout_batch_size
   int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
   int min_new_tokens = 0;       // no stop token (EOS included) before this many new tokens
