@@ -10,6 +10,7 @@
 # MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6) and ITERATIONS (4) change those
 # settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
 # TAG=x suffixes the run directories and logs (ppo_colocated-1-x.log), to compare settings in one call.
+# SET="rollout.score_micro_batch=8 ..." adds deck settings to every run.
 # RESHARD_AFTER_FORWARD=false keeps the actor's and critic's gathered blocks through each update
 # (model.<role>.reshard_after_forward; matters where they are sharded, colocated on 2 GPUs).
 set -uo pipefail
@@ -24,6 +25,7 @@ COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=${IT
         --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
+for kv in ${SET:-}; do COMMON+=(--set "$kv"); done  # SET="key=value ...": more deck settings
 if [ -n "${RESHARD_AFTER_FORWARD:-}" ]; then
   for role in actor critic; do COMMON+=(--set model.$role.reshard_after_forward=$RESHARD_AFTER_FORWARD); done
 fi
