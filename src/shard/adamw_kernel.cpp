@@ -15,6 +15,19 @@ namespace quartet::kernels {
 cudaError_t launch_adamw(float* p, const void* g, int grad_kind, float* m, float* v, void* model, int64_t n,
                          float lr_decay, float beta1, float beta2, float eps, float step_size, float bc2_sqrt,
                          const float* grad_scale, const float* found_inf, cudaStream_t stream);
+struct AdamWManyStretch {  // as in adamw_kernel.cu
+  float* p;
+  const void* g;
+  int grad_kind;
+  float* m;
+  float* v;
+  void* model;
+  int64_t n;
+  float lr_decay;
+};
+cudaError_t launch_adamw_many(const AdamWManyStretch* stretches, int count, float beta1, float beta2, float eps,
+                              float step_size, float bc2_sqrt, const float* grad_scale, const float* found_inf,
+                              cudaStream_t stream);
 cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool add, cudaStream_t stream);
 }
 #endif
@@ -110,6 +123,61 @@ void adamw_step_own_gradient(const torch::Tensor& master, const torch::Tensor& s
                 "adamw_step_own_gradient: the gradient has " + std::to_string(stretch_grad.numel()) +
                     " elements, the stretch " + std::to_string(count));
   step_stretch(master, stretch_grad, 0, exp_avg, exp_avg_sq, model, begin, count, step, grad_scale, found_inf);
+}
+
+void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep& step,
+                     const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+  if (stretches.empty()) return;
+  const torch::Tensor& first = stretches.front().master;
+  QUARTET_CHECK(step.step >= 1, "adamw_step_many: steps count from 1");
+  for (const auto* t : {&grad_scale, &found_inf})
+    QUARTET_CHECK(!t->defined() || (t->numel() == 1 && t->scalar_type() == torch::kFloat32 &&
+                                    t->device() == first.device()),
+                  "adamw_step_many: grad_scale and found_inf are float32 scalars on the masters' device");
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  std::vector<kernels::AdamWManyStretch> out;
+  out.reserve(stretches.size());
+#endif
+  for (const auto& s : stretches) {
+    QUARTET_CHECK(adamw_kernel_supports(s.master, s.model) && s.master.device() == first.device(),
+                  "adamw_step_many: the kernel does not take these tensors");
+    const int64_t n = s.master.numel();
+    for (const auto* t : {&s.exp_avg, &s.exp_avg_sq})
+      QUARTET_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->numel() == n &&
+                        t->device() == s.master.device(),
+                    "adamw_step_many: moments must be float32, contiguous, on the master's device and as long");
+    QUARTET_CHECK(s.master.is_contiguous() && (!s.model.defined() || s.model.numel() == n),
+                  "adamw_step_many: shapes differ");
+    QUARTET_CHECK(s.begin >= 0 && s.count >= 0 && s.begin + s.count <= n, "adamw_step_many: stretch outside the shard");
+    QUARTET_CHECK(!s.grad.defined() ||
+                      ((s.grad.scalar_type() == torch::kFloat32 || s.grad.scalar_type() == torch::kBFloat16) &&
+                       s.grad.is_contiguous() && s.grad.device() == s.master.device() && s.grad.numel() == s.count),
+                  "adamw_step_many: a stretch's gradient must be float32 or bfloat16, contiguous, on the master's "
+                  "device and as long as the stretch");
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+    kernels::AdamWManyStretch k{};
+    k.p = s.master.data_ptr<float>() + s.begin;
+    k.g = s.grad.defined() ? s.grad.data_ptr() : nullptr;
+    k.grad_kind = s.grad.defined() && s.grad.scalar_type() == torch::kBFloat16 ? 1 : 0;
+    k.m = s.exp_avg.data_ptr<float>() + s.begin;
+    k.v = s.exp_avg_sq.data_ptr<float>() + s.begin;
+    k.model = s.model.defined() ? static_cast<void*>(static_cast<at::BFloat16*>(s.model.data_ptr()) + s.begin) : nullptr;
+    k.n = s.count;
+    k.lr_decay = static_cast<float>(step.lr * s.weight_decay);
+    out.push_back(k);
+#endif
+  }
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
+  const double bc2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
+  const c10::cuda::CUDAGuard guard(first.device());
+  const cudaError_t err = kernels::launch_adamw_many(
+      out.data(), static_cast<int>(out.size()), static_cast<float>(step.beta1), static_cast<float>(step.beta2),
+      static_cast<float>(step.eps), static_cast<float>(step.lr / bc1), static_cast<float>(std::sqrt(bc2)),
+      grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr,
+      found_inf.defined() ? found_inf.data_ptr<float>() : nullptr, c10::cuda::getCurrentCUDAStream().stream());
+  QUARTET_CHECK(err == cudaSuccess, std::string("adamw_step_many: kernel launch failed: ") + cudaGetErrorString(err));
+#endif
 }
 
 bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src) {

@@ -10,6 +10,20 @@
 
 namespace quartet {
 namespace kernels {
+
+// One stretch of adamw_step_many (the C++ side fills these; adamw_kernel.cpp declares the same).
+struct AdamWManyStretch {
+  float* p;
+  const void* g;  // null: no gradient
+  int grad_kind;  // 0 float32, 1 bfloat16
+  float* m;
+  float* v;
+  void* model;    // null: no bfloat16 copy to write
+  int64_t n;
+  float lr_decay;
+};
+constexpr int kManyMaxStretches = 48;  // 48 descriptors of 64 bytes and their first blocks: < 4 KB of arguments
+
 namespace {
 
 struct Hyper {
@@ -124,6 +138,92 @@ cudaError_t launch_stretch(float* p, const G* g, float* m, float* v, __nv_bfloat
                       found_inf, stream);
 }
 
+// Many stretches in one launch (adamw_step_many): their descriptors travel as the kernel's
+// argument, as ATen's multi-tensor kernels pass theirs, and each block takes one chunk of
+// kChunk elements of one stretch (found by a binary search over the stretches' first blocks).
+// The arithmetic per element is adamw_element's, so the bits are those of one launch each.
+constexpr int kManyThreads = 256;
+constexpr int64_t kChunk = kManyThreads * 4 * 16;  // 16 vectors of 4 per thread
+
+struct ManyStretch {
+  float* p;
+  const void* g;  // grad_kind 0: float32, 1: bfloat16, 2: none
+  float* m;
+  float* v;
+  __nv_bfloat16* model;  // may be null
+  int64_t n;
+  float lr_decay;
+  int grad_kind;
+  int vectorized;  // every pointer aligned for 4-element vectors
+};
+
+struct ManyBatch {
+  ManyStretch s[kManyMaxStretches];
+  int first_block[kManyMaxStretches + 1];  // chunks before each stretch; the last entry: all
+  int count;
+};
+
+__device__ __forceinline__ float grad_at(const ManyStretch& s, int64_t i) {
+  if (s.grad_kind == 0) return static_cast<const float*>(s.g)[i];
+  if (s.grad_kind == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(s.g)[i]);
+  return 0.0f;
+}
+
+__global__ void __launch_bounds__(kManyThreads)
+    adamw_many_kernel(const ManyBatch batch, Hyper h, const float* __restrict__ grad_scale,
+                      const float* __restrict__ found_inf) {
+  if (found_inf && *found_inf != 0.0f) return;
+  const float scale = grad_scale ? *grad_scale : 1.0f;
+  const int b = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = batch.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.first_block[mid] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  const ManyStretch& s = batch.s[lo];
+  h.lr_decay = s.lr_decay;
+  const int64_t begin = static_cast<int64_t>(b - batch.first_block[lo]) * kChunk;
+  const int64_t end = begin + kChunk < s.n ? begin + kChunk : s.n;
+  if (s.vectorized) {
+    for (int64_t i = begin / 4 + threadIdx.x; i < end / 4; i += kManyThreads) {
+      float pr[4], gr[4], mr[4], vr[4];
+      *reinterpret_cast<float4*>(pr) = reinterpret_cast<const float4*>(s.p)[i];
+      *reinterpret_cast<float4*>(mr) = reinterpret_cast<const float4*>(s.m)[i];
+      *reinterpret_cast<float4*>(vr) = reinterpret_cast<const float4*>(s.v)[i];
+      if (s.grad_kind == 0) load_grad<4>(static_cast<const float*>(s.g), i, gr);
+      else if (s.grad_kind == 1) load_grad<4>(static_cast<const __nv_bfloat16*>(s.g), i, gr);
+      else load_grad<4, void>(nullptr, i, gr);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) adamw_element(pr[j], gr[j] / scale, mr[j], vr[j], h);
+      reinterpret_cast<float4*>(s.p)[i] = *reinterpret_cast<float4*>(pr);
+      reinterpret_cast<float4*>(s.m)[i] = *reinterpret_cast<float4*>(mr);
+      reinterpret_cast<float4*>(s.v)[i] = *reinterpret_cast<float4*>(vr);
+      if (s.model) {
+        __nv_bfloat162 lo2 = __floats2bfloat162_rn(pr[0], pr[1]), hi2 = __floats2bfloat162_rn(pr[2], pr[3]);
+        uint2 packed;
+        packed.x = *reinterpret_cast<uint32_t*>(&lo2);
+        packed.y = *reinterpret_cast<uint32_t*>(&hi2);
+        reinterpret_cast<uint2*>(s.model)[i] = packed;
+      }
+    }
+    // The stretch's last n % 4 elements (only its last chunk has them).
+    for (int64_t i = end / 4 * 4 + threadIdx.x; i < end; i += kManyThreads) {
+      float p = s.p[i], m = s.m[i], v = s.v[i];
+      adamw_element(p, grad_at(s, i) / scale, m, v, h);
+      s.p[i] = p, s.m[i] = m, s.v[i] = v;
+      if (s.model) s.model[i] = __float2bfloat16_rn(p);
+    }
+  } else {
+    for (int64_t i = begin + threadIdx.x; i < end; i += kManyThreads) {
+      float p = s.p[i], m = s.m[i], v = s.v[i];
+      adamw_element(p, grad_at(s, i) / scale, m, v, h);
+      s.p[i] = p, s.m[i] = m, s.v[i] = v;
+      if (s.model) s.model[i] = __float2bfloat16_rn(p);
+    }
+  }
+}
+
 // dst (float32) = src (bfloat16) converted, or += it: a gradient landing in its shard. Groups of
 // VEC = 8 (a 16-byte load, two 16-byte stores) where aligned.
 template <int VEC, bool kAdd>
@@ -193,6 +293,37 @@ cudaError_t launch_adamw(float* p, const void* g, int grad_kind, float* m, float
   if (grad_kind == 1)
     return launch_stretch(p, static_cast<const __nv_bfloat16*>(g), m, v, out, n, h, grad_scale, found_inf, stream);
   return launch_stretch(p, static_cast<const void*>(nullptr), m, v, out, n, h, grad_scale, found_inf, stream);
+}
+
+cudaError_t launch_adamw_many(const AdamWManyStretch* stretches, int count, float beta1, float beta2, float eps,
+                              float step_size, float bc2_sqrt, const float* grad_scale, const float* found_inf,
+                              cudaStream_t stream) {
+  const Hyper h{0.0f, beta1, beta2, eps, step_size, bc2_sqrt};
+  auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  for (int at = 0; at < count; at += kManyMaxStretches) {
+    ManyBatch batch{};
+    batch.count = 0;
+    int64_t blocks = 0;
+    for (int k = at; k < count && batch.count < kManyMaxStretches; ++k) {
+      const AdamWManyStretch& in = stretches[k];
+      if (in.n == 0) continue;
+      ManyStretch& s = batch.s[batch.count];
+      s.p = in.p, s.g = in.g, s.m = in.m, s.v = in.v, s.model = static_cast<__nv_bfloat16*>(in.model);
+      s.n = in.n, s.lr_decay = in.lr_decay, s.grad_kind = in.g ? in.grad_kind : 2;
+      const uintptr_t grad_vector = s.grad_kind == 0 ? 16 : s.grad_kind == 1 ? 8 : 1;
+      s.vectorized = aligned(s.p, 16) && aligned(s.m, 16) && aligned(s.v, 16) && (!s.g || aligned(s.g, grad_vector)) &&
+                     (!s.model || aligned(s.model, 8));
+      batch.first_block[batch.count] = static_cast<int>(blocks);
+      blocks += (in.n + kChunk - 1) / kChunk;
+      ++batch.count;
+    }
+    if (batch.count == 0) continue;
+    batch.first_block[batch.count] = static_cast<int>(blocks);
+    adamw_many_kernel<<<static_cast<unsigned>(blocks), kManyThreads, 0, stream>>>(batch, h, grad_scale, found_inf);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace kernels

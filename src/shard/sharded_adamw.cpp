@@ -98,19 +98,20 @@ torch::Tensor ShardedAdamW::step_async(double lr) {
   AdamWStep hyper{lr, options_.beta1, options_.beta2, options_.eps, 0.0, steps_};
   const torch::Tensor scale = grad_scale ? *grad_scale : torch::Tensor();
   if (returned) {
-    // One pass per parameter, each reading its own gradient (or none: zero).
+    // A stretch per parameter, each reading its own gradient (or none: zero), in a few launches.
     const auto& layout = model_.layout();
+    std::vector<AdamWStretch> stretches;
     for (size_t u = 0; u < layout.size(); ++u) {
       const torch::Tensor model_shard = own_master_ ? shards[u] : torch::Tensor();
       for (size_t k = 0; k < layout[u].params.size(); ++k) {
         const FlatParam& p = layout[u].params[k];
-        hyper.weight_decay = p.decay ? options_.weight_decay : 0.0;
+        if (p.numel == 0) continue;
         const torch::Tensor g = (*returned)[u].empty() ? torch::Tensor() : (*returned)[u][k];
-        if (p.numel > 0)
-          adamw_step_own_gradient(master_[u], g, exp_avg_[u], exp_avg_sq_[u], model_shard, p.offset, p.numel, hyper,
-                                  scale, *found_inf);
+        stretches.push_back({master_[u], g, exp_avg_[u], exp_avg_sq_[u], model_shard, p.offset, p.numel,
+                             p.decay ? options_.weight_decay : 0.0});
       }
     }
+    adamw_step_many(stretches, hyper, scale, *found_inf);
     return norm;
   }
   // Device-resident state: quartet's kernel (adamw_kernel.hpp). Otherwise decoupled weight

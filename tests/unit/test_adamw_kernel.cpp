@@ -143,6 +143,42 @@ TEST_P(AdamWKernel, OwnGradientSameBitsAsLanded) {
                std::exception);
 }
 
+// Many stretches in few launches (adamw_step_many) give the bits of one call each: 100 stretches
+// (over two launches' worth of descriptors) of 1 to 40,000 elements (several blocks' chunks),
+// aligned and not, with float32, bfloat16 or no gradients and their own decay, over two steps.
+TEST_P(AdamWKernel, ManyStretchesSameBitsAsOneByOne) {
+  const auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  const int64_t len = 1 << 21;
+  State got = random_state(len), want = got.clone();
+  const torch::Tensor scale = GetParam() == 0 ? torch::Tensor() : torch::full({}, 1.7, f);
+  const torch::Tensor finite = torch::zeros({}, f);
+  auto gen = at::detail::createCPUGenerator(5);
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::vector<quartet::AdamWStretch> many;
+    int64_t at = GetParam();  // 1: every stretch starts one element later
+    for (int k = 0; k < 100; ++k) {
+      const int64_t count = 1 + torch::randint(40000, {1}, gen).item<int64_t>();
+      if (at + count > len) break;
+      torch::Tensor g;
+      if (k % 3 == 0) g = torch::randn({count}, f) * 0.1;
+      else if (k % 3 == 1) g = (torch::randn({count}, f) * 0.1).to(torch::kBFloat16);
+      many.push_back({got.master, g, got.m, got.v, got.model, at, count, k % 2 ? 0.1 : 0.0});
+      at += count + (k % 5 == 0 ? 3 : 0);
+    }
+    ASSERT_GT(many.size(), 60u);
+    const quartet::AdamWStep h{1e-3, 0.9, 0.95, 1e-8, 0.0, step};
+    quartet::adamw_step_many(many, h, scale, finite);
+    for (const auto& s : many) {
+      quartet::AdamWStep one = h;
+      one.weight_decay = s.weight_decay;
+      quartet::adamw_step_own_gradient(want.master, s.grad, want.m, want.v, want.model, s.begin, s.count, one, scale,
+                                       finite);
+    }
+  }
+  EXPECT_TRUE(torch::equal(got.master, want.master) && torch::equal(got.m, want.m) && torch::equal(got.v, want.v) &&
+              torch::equal(got.model, want.model));
+}
+
 // A bfloat16 gradient into its float32 shard: the bits of copy_ and add_, in vectors and in the
 // element-wise tail, and from a source one element off a 16-byte boundary.
 TEST_P(AdamWKernel, LandGradientSameBitsAsCopyAndAdd) {

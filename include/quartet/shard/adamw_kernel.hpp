@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace quartet {
 
@@ -43,6 +44,17 @@ void adamw_step_own_gradient(const torch::Tensor& master, const torch::Tensor& s
                              const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
                              int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
                              const torch::Tensor& found_inf);
+
+// Many such steps (one per parameter, say) in a few launches: a launch costs the host about as
+// much as a small parameter's step costs the device. Each stretch: master, moments and model
+// as adamw_step_own_gradient takes them, with its own decay; the same bits as one call each.
+struct AdamWStretch {
+  torch::Tensor master, grad, exp_avg, exp_avg_sq, model;  // grad, model: may be undefined
+  int64_t begin = 0, count = 0;
+  double weight_decay = 0;
+};
+void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep& step,
+                     const torch::Tensor& grad_scale, const torch::Tensor& found_inf);
 
 // A gradient landing in its float32 shard: dst = src converted (add: dst += src), with src a
 // bfloat16 gradient as autograd returns it (contiguous, as long as dst, on its device). The
