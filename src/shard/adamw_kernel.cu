@@ -33,13 +33,15 @@ struct Hyper {
   float bc2_sqrt;   // sqrt(1 - beta2^step)
 };
 
-// _fused_adamw_'s arithmetic for one element (ATen's fused_adam_utils.cuh), in float32.
+// _fused_adamw_'s arithmetic for one element (ATen's fused_adam_utils.cuh), in float32. The
+// multiply-adds are spelled out (__fmaf_rn, __fmul_rn): left to the compiler, which products it
+// fuses can differ from one kernel to the next, and so the last bit between this file's kernels.
 __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, const Hyper& h) {
-  p -= h.lr_decay * p;
-  m = h.beta1 * m + (1.0f - h.beta1) * g;
-  v = h.beta2 * v + (1.0f - h.beta2) * g * g;
-  const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
-  p -= h.step_size * m / denom;
+  p = __fmaf_rn(-h.lr_decay, p, p);
+  m = __fmaf_rn(h.beta1, m, __fmul_rn(1.0f - h.beta1, g));
+  v = __fmaf_rn(h.beta2, v, __fmul_rn(__fmul_rn(1.0f - h.beta2, g), g));
+  const float denom = __fadd_rn(__fdiv_rn(sqrtf(v), h.bc2_sqrt), h.eps);
+  p = __fsub_rn(p, __fdiv_rn(__fmul_rn(h.step_size, m), denom));
 }
 
 // The gradient of element i of a stretch: float32 or bfloat16 (as autograd returned it), or

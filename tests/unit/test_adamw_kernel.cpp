@@ -175,8 +175,13 @@ TEST_P(AdamWKernel, ManyStretchesSameBitsAsOneByOne) {
                                        finite);
     }
   }
-  EXPECT_TRUE(torch::equal(got.master, want.master) && torch::equal(got.m, want.m) && torch::equal(got.v, want.v) &&
-              torch::equal(got.model, want.model));
+  auto diff = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+  };
+  EXPECT_TRUE(torch::equal(got.master, want.master)) << "master differs by " << diff(got.master, want.master);
+  EXPECT_TRUE(torch::equal(got.m, want.m)) << "exp_avg differs by " << diff(got.m, want.m);
+  EXPECT_TRUE(torch::equal(got.v, want.v)) << "exp_avg_sq differs by " << diff(got.v, want.v);
+  EXPECT_TRUE(torch::equal(got.model, want.model)) << "model differs by " << diff(got.model, want.model);
 }
 
 // A bfloat16 gradient into its float32 shard: the bits of copy_ and add_, in vectors and in the
