@@ -33,6 +33,8 @@ gpus=$(nvidia-smi -L | wc -l)
 # PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir);
 # PROFILE=none (or unset) profiles nothing.
 PROF=(); [ -n "${PROFILE:-}" ] && [ "$PROFILE" != none ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
+# PROFILE_HOST=0: device activity only in that profile (QUARTET_PROFILE_HOST).
+[ -n "${PROFILE_HOST:-}" ] && PROF+=(-x QUARTET_PROFILE_HOST="$PROFILE_HOST")
 run() {  # name ranks args...
   local name=$1${TAG:+-$TAG} np=$2; shift 2
   echo "== $name"
@@ -53,6 +55,6 @@ for n in ${PPO_GPUS:-1 2}; do
       --set placement.reference=1 --set placement.reward=1 --set rollout.batch=64
   fi
 done
-echo; echo "== summary (iterations 2-4)"
+echo; echo "== summary (iterations 2-${ITERATIONS:-4})"
 phase_summary runs/ppo886m-colocated-1${TAG:+-$TAG}:1 runs/ppo886m-colocated-2${TAG:+-$TAG}:2 \
   runs/ppo886m-disjoint-2${TAG:+-$TAG}:2

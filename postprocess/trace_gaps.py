@@ -9,6 +9,9 @@ what it waited on. This charges that wait to the outermost host operations (aten
 quartet's annotations) running then, and prints the largest charges:
 
     python3 postprocess/trace_gaps.py runs/x/profile/train_rank0.json [--min-us 2] [--top 25]
+
+A trace of device activity only (QUARTET_PROFILE_HOST=0) has no host operations to charge;
+--by-kernel then charges each wait to the device activity that ends it (what came late).
 """
 import argparse
 import bisect
@@ -21,6 +24,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-us", type=float, default=2.0, help="ignore gaps shorter than this (µs)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--by-kernel", action="store_true", help="charge each wait to the activity that ends it")
     a = ap.parse_args()
     with open(a.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -32,7 +36,7 @@ def main():
         cat = e.get("cat", "")
         ts, dur = float(e["ts"]), float(e.get("dur", 0))
         if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            device.append((ts, ts + dur, e.get("args", {}).get("correlation")))
+            device.append((ts, ts + dur, e.get("args", {}).get("correlation"), e["name"]))
         elif cat == "cuda_runtime" or cat == "cuda_driver":
             c = e.get("args", {}).get("correlation")
             if c is not None:
@@ -61,7 +65,7 @@ def main():
     charged = collections.Counter()
     waits = collections.Counter()
     total_gap = host_wait = 0.0
-    for begin, end, corr in device[1:]:
+    for begin, end, corr, kname in device[1:]:
         if begin > busy_end:
             gap = begin - busy_end
             if gap >= a.min_us:
@@ -70,6 +74,11 @@ def main():
                 if launched is not None and launched > busy_end:
                     lo, hi = busy_end, min(launched, begin)
                     host_wait += hi - lo
+                    if a.by_kernel:
+                        charged[kname[:90]] += hi - lo
+                        waits[kname[:90]] += 1
+                        busy_end = max(busy_end, end)
+                        continue
                     # Charge [lo, hi] to the outermost host spans overlapping it.
                     i = max(0, bisect.bisect_right(starts, lo) - 1)
                     while i < len(outer) and outer[i][0] < hi:
@@ -84,7 +93,8 @@ def main():
     span = last - first
     print(f"{a.trace}: device span {span / 1e3:.1f} ms, idle {total_gap / 1e3:.1f} ms in gaps >= {a.min_us:g} us, "
           f"of which the device waited for a later launch {host_wait / 1e3:.1f} ms")
-    print("| outermost host operation during the waits | ms | gaps |")
+    print("| " + ("device activity that came late" if a.by_kernel else "outermost host operation during the waits") +
+          " | ms | gaps |")
     print("|---|---:|---:|")
     for name, us in charged.most_common(a.top):
         print(f"| {name[:90]} | {us / 1e3:.2f} | {waits[name]} |")

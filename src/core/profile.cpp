@@ -48,7 +48,11 @@ std::string shorten(std::string s, size_t n) {
 void KernelProfile::start() {
   QUARTET_CHECK(!running_, "KernelProfile: already running");
   const prof::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
+  // QUARTET_PROFILE_HOST=0: device activity only. Recording every host operator slows the host
+  // several times over, which makes a phase near the line look host-bound when it is not.
+  const char* host = std::getenv("QUARTET_PROFILE_HOST");
+  std::set<torch::profiler::impl::ActivityType> activities;
+  if (!(host && std::string(host) == "0")) activities.insert(torch::profiler::impl::ActivityType::CPU);
   if (torch::cuda::is_available()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
   prof::prepareProfiler(config, activities);
   prof::enableProfiler(config, activities);

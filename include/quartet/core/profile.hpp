@@ -5,7 +5,8 @@
 //
 // `quartet train` profiles the phases of one iteration when QUARTET_PROFILE_ITERATION=N is
 // set (1-based): each phase gets its own table in the log and its own trace under
-// <run.out>/profile/. For finding what bounds a phase, not for routine runs.
+// <run.out>/profile/. For finding what bounds a phase, not for routine runs. QUARTET_PROFILE_HOST=0
+// records the device's activity (and the launches) only, leaving the host at its own speed.
 #include <cstdint>
 #include <string>
 
