@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include "quartet/core/check.hpp"
-#include "quartet/core/kernel_switch.hpp"
 
 namespace quartet {
 
@@ -26,8 +25,6 @@ torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts) {
 }
 
 namespace {
-
-KernelSwitch g_switch(true, "QUARTET_PACKED_LINEAR", "set_packed_linear");
 
 torch::Tensor packed(const std::vector<torch::Tensor>& w) {
   return w.size() == 3 ? adjacent_rows({w[0], w[1], w[2]}) : adjacent_rows({w[0], w[1]});
@@ -109,10 +106,6 @@ struct PackedLinear3 : torch::autograd::Function<PackedLinear3> {
 };
 
 }  // namespace
-
-bool packed_linear_enabled() { return g_switch.on(); }
-
-void set_packed_linear(bool on) { g_switch.set(on); }
 
 std::vector<torch::Tensor> packed_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                                          bool split) {

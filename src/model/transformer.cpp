@@ -253,7 +253,7 @@ class AttentionImpl : public torch::nn::Module {
       // On the GPU, Llama's q, k and v from one product where their weights lie back to back
       // (model/packed_linear.hpp). The CPU keeps three, as the reference outputs were made.
       std::vector<torch::Tensor> qkv;
-      if (c_.family == Family::llama && x.is_cuda() && !q_->bias.defined() && packed_linear_enabled())
+      if (c_.family == Family::llama && x.is_cuda() && !q_->bias.defined())
         qkv = packed_linear(x, {q_->weight, k_->weight, v_->weight}, /*split=*/true);
       if (qkv.empty()) qkv = {q_(x), k_(x), v_(x)};
       q = qkv[0].view({B, T, nh, hd}).transpose(1, 2);
@@ -463,7 +463,7 @@ class MlpImpl : public torch::nn::Module {
         }
       }
       if (c_.activation == "silu" || c_.activation == "swish") {
-        if (x.is_cuda() && !gate_->bias.defined() && swiglu_kernel_enabled() && packed_linear_enabled()) {
+        if (x.is_cuda() && !gate_->bias.defined() && swiglu_kernel_enabled()) {
           // Gate and up from one product, SwiGLU on it as it lies (model/packed_linear.hpp).
           auto gate_up = packed_linear(x, {gate_->weight, up_->weight}, /*split=*/false);
           if (!gate_up.empty()) {

@@ -26,9 +26,4 @@ torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts);
 // so results agree with them to rounding. Empty when the weights are not back to back.
 std::vector<torch::Tensor> packed_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool split);
 
-// Whether the model uses packed_linear on the GPU: yes unless QUARTET_PACKED_LINEAR=0 (or
-// set_packed_linear(false)), for measuring it against separate products.
-bool packed_linear_enabled();
-void set_packed_linear(bool on);
-
 }  // namespace quartet
