@@ -177,11 +177,13 @@ std::vector<MemoryTerm> persistent_terms(const RoleModel& m, bool parked) {
 }
 
 struct Shape {
-  int64_t micro_batch, rollout_batch, prompt, T;
+  int64_t micro_batch, rollout_batch, prompt, T;  // rollout_batch: sequences, not prompts
 };
 
 Shape shape_of(const Config& c) {
-  return {c.train.micro_batch, c.rollout.batch, c.rollout.max_prompt_tokens,
+  // Each prompt is generated (and then scored) algorithm.samples_per_prompt times.
+  const int64_t sequences = static_cast<int64_t>(c.rollout.batch) * c.algorithm.samples_per_prompt;
+  return {c.train.micro_batch, sequences, c.rollout.max_prompt_tokens,
           static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens};
 }
 

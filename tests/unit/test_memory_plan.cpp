@@ -220,6 +220,28 @@ TEST(MemoryPlan, CheckpointingLowersActivations) {
   }
 }
 
+// The rollouts are sequences, each prompt sampled algorithm.samples_per_prompt times: the
+// generate and score phases count 8 prompts x 4 samples as 16 x 2, and more than 8 x 2.
+TEST(MemoryPlan, SamplesPerPromptMultiplyTheRollouts) {
+  const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\n";
+  auto plan = [&](int prompts, int samples) {
+    return make_memory_plan(parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n", "", sizes),
+                                  {"rollout.batch=" + std::to_string(prompts),
+                                   "algorithm.samples_per_prompt=" + std::to_string(samples)}),
+                            4);
+  };
+  const MemoryPlan a = plan(8, 4), b = plan(16, 2), c = plan(8, 2);
+  for (auto [rank, role] : {std::pair{0, Role::actor}, {1, Role::critic}, {2, Role::reference}, {3, Role::reward}}) {
+    const RolePlan &pa = role_plan(a, rank, role), &pb = role_plan(b, rank, role), &pc = role_plan(c, rank, role);
+    ASSERT_EQ(pa.phases.size(), pc.phases.size());
+    for (size_t i = 0; i < pa.phases.size(); ++i) {
+      if (pa.phases[i].name != "generate" && pa.phases[i].name != "score") continue;
+      EXPECT_EQ(pa.phases[i].device_bytes(), pb.phases[i].device_bytes()) << pa.phases[i].name;
+      EXPECT_GT(pa.phases[i].device_bytes(), pc.phases[i].device_bytes()) << pa.phases[i].name;
+    }
+  }
+}
+
 // reshard_after_forward = false keeps every block gathered through a training step: the train
 // phase's gathered term grows from two blocks to all of them, nothing else moves; and a plan
 // that no longer fits says to set it back to true.

@@ -36,8 +36,8 @@
 //   + head: causal_lm       m T V (b + kTrainLogitsFp32Copies 4): the logits in the dtype, the
 //                           float32 log-softmax kept for backward and its float32 gradient
 //           value, reward   m T h b (negligible beside the blocks)
-// Generate phase (actor, rollout.batch = r prompts): the full model gathered once (hybrid
-// engine) sum p_u b; KV cache 2 L r kv_heads head_dim T b; next-token logits r V 4; the prefill
+// Generate phase (actor, r = rollout.batch x algorithm.samples_per_prompt sequences): the full
+// model gathered once (hybrid engine) sum p_u b; KV cache 2 L r kv_heads head_dim T b; next-token logits r V 4; the prefill
 // of r max_prompt_tokens tokens through one block without graph.
 // Score phase (every model: reference and actor log-probs, reward scores, critic values): a
 // forward without graph over r sequences of T: root + 2 blocks gathered, one block's working
