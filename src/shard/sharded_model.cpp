@@ -346,22 +346,7 @@ void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& 
       return;
     }
     land_kept_gradients();  // a later micro-batch adds to the float32 shards
-    // Nothing to reduce: each gradient goes straight into its slice of the float32 shard
-    // (converted, or added after the step's first micro-batch), with no flat buffer copied in
-    // between. Slices left without a gradient read as zero (zero_unreached_gradients).
-    torch::NoGradGuard no_grad;
-    for (size_t k = 0; k < L.params.size(); ++k) {
-      auto dst = grad_shard(u).narrow(0, L.params[k].offset, L.params[k].numel);
-      const bool has = k < grads.size() && grads[k].defined();
-      if (!has) {
-        if (grad_fresh_[u]) dst.zero_();
-        continue;
-      }
-      const auto g = grads[k].reshape({-1});
-      if (land_gradient_supports(dst, g)) land_gradient(dst, g, /*add=*/!grad_fresh_[u]);
-      else if (grad_fresh_[u]) dst.copy_(g);
-      else dst.add_(g);
-    }
+    land(u, grads, /*add=*/!grad_fresh_[u]);
     grad_fresh_[u] = false;
     return;
   }
@@ -406,20 +391,31 @@ torch::Tensor& ShardedModel::grad_shard(size_t u) {
   return grads_[u];
 }
 
+void ShardedModel::land(size_t u, const std::vector<torch::Tensor>& grads, bool add) {
+  // Nothing to reduce: each gradient goes straight into its slice of the float32 shard
+  // (converted, or added after the step's first micro-batch), with no flat buffer copied in
+  // between. A parameter without a gradient: zero, or nothing to add.
+  const UnitLayout& L = layout_[u];
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < L.params.size(); ++k) {
+    auto dst = grad_shard(u).narrow(0, L.params[k].offset, L.params[k].numel);
+    if (k >= grads.size() || !grads[k].defined()) {
+      if (!add) dst.zero_();
+      continue;
+    }
+    const auto g = grads[k].reshape({-1});
+    if (land_gradient_supports(dst, g)) land_gradient(dst, g, add);
+    else if (add) dst.add_(g);
+    else dst.copy_(g);
+  }
+}
+
 void ShardedModel::land_kept_gradients() {
   if (!keep_returned_) return;
   keep_returned_ = false;
-  torch::NoGradGuard no_grad;
   for (size_t u = 0; u < kept_.size(); ++u) {
     if (kept_[u].empty()) continue;  // no gradient: zeroed when read, if it stays so
-    const UnitLayout& L = layout_[u];
-    for (size_t k = 0; k < L.params.size(); ++k) {
-      auto dst = grad_shard(u).narrow(0, L.params[k].offset, L.params[k].numel);
-      const auto& g = kept_[u][k];
-      if (!g.defined()) dst.zero_();
-      else if (land_gradient_supports(dst, g)) land_gradient(dst, g, /*add=*/false);
-      else dst.copy_(g);
-    }
+    land(u, kept_[u], /*add=*/false);
     kept_[u].clear();  // each unit's bfloat16 gradients go as its float32 shard comes
   }
 }

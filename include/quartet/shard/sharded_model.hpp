@@ -141,6 +141,7 @@ class ShardedModel {
   void finish_gradients();
   void zero_unreached_gradients();  // shards of units with no gradient since zero_grad() set to 0
   void land_kept_gradients();       // kept_ into the float32 shards; keeping stops for good
+  void land(size_t unit, const std::vector<torch::Tensor>& grads, bool add);  // one rank: into grad_shard(unit)
   torch::Tensor& grad_shard(size_t unit);  // grads_[unit], allocated (zeroed) on first use
   torch::Tensor run_block(int64_t layer, const TransformerImpl::BlockFn& fn, const torch::Tensor& x);
 
