@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -16,7 +15,6 @@
 #include "quartet/core/profile.hpp"
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/device_memory.hpp"
-#include "quartet/dist/side_stream.hpp"
 #include "quartet/dist/exchange.hpp"
 #include "quartet/io/run_file.hpp"
 #include "quartet/model/generation.hpp"
@@ -117,16 +115,6 @@ class Trainer {
   // QUARTET_PROFILE_ITERATION (core/profile.hpp): the iteration whose phases are profiled.
   int profile_iteration_ = profile_iteration_from_env();
   bool park_idle_ = false;  // colocated: the memory plan's placement.park decision
-  // The stream that optimizer steps take while the other trained model computes (run_in_turns):
-  // on a GPU, when actor and critic each have a group of one rank (this one). Null otherwise:
-  // the steps stay on the compute stream.
-  SideStream* optimizer_stream();
-  std::unique_ptr<SideStream> optimizer_stream_;
-  // QUARTET_OVERLAP_OPTIMIZER=0: no turns, the actor's updates and then the critic's (to compare).
-  const bool overlap_optimizer_ = [] {
-    const char* env = std::getenv("QUARTET_OVERLAP_OPTIMIZER");
-    return !(env && std::string(env) == "0");
-  }();
   KernelProfile profile_;
   void report_memory();
 
@@ -230,25 +218,6 @@ void Trainer::report_memory() {
     const double* v = all.data() + static_cast<size_t>(r) * mine.size();
     printf0("  %-5d %-30s %9.2f %9.2f %11.2f %9.2f %9.2f\n", r, roles.c_str(), v[0], v[1], v[2], v[3], v[4]);
   }
-}
-
-SideStream* Trainer::optimizer_stream() {
-  if (!optimizer_stream_) {
-    const RoleModel* actor = models_.get(Role::actor);
-    const RoleModel* critic = models_.get(Role::critic);
-    // Groups of more ranks run collectives inside the step, and an offloaded step runs on the
-    // CPU: the side stream is measured on one-rank groups with device state only (bench/RESULTS.md).
-    const auto on_device = [&](Role r) {
-      const ModelSectionConfig& m = model_section(cfg_, r);
-      return !m.offload_optimizer && !m.offload_params;
-    };
-    const bool one_rank = actor && critic && actor->group->size() == 1 && critic->group->size() == 1 &&
-                          on_device(Role::actor) && on_device(Role::critic);
-    const torch::Device dev = one_rank ? actor->model->device() : torch::Device(torch::kCPU);
-    optimizer_stream_ = std::make_unique<SideStream>(
-        one_rank && dev == critic->model->device() ? dev : torch::Device(torch::kCPU));
-  }
-  return optimizer_stream_->active() ? optimizer_stream_.get() : nullptr;
 }
 
 void Trainer::activate(std::initializer_list<Role> roles) {
@@ -644,34 +613,17 @@ int Trainer::run() {
     // ---- train ----
     UpdateStats ps, vs;
     const uint64_t shuffle_seed = cfg_.run.seed * 31u + static_cast<uint64_t>(it);
-    if (actor && critic && colocated() && !park_idle_ && overlap_optimizer_) {
-      // Both on this rank and both on the device: they take turns a step each, and on one GPU
-      // each optimizer step runs on a side stream beside the other model's forward and backward.
-      // (On the CPU, or sharded over more ranks, the turns only change the order of the work.)
+    if (actor) {
+      activate({Role::actor});
       PolicyTargets tg{batch, old_logp, advantages, al_.name == "grpo" ? ref_logp : torch::Tensor(), sampling_view()};
-      if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, batch.rows()));
-      auto pu = policy_updates(*actor, tg, cfg_, &actor_step, actor_total, shuffle_seed);
-      auto vu = value_updates(*critic, batch, values, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);
-      SideStream* side = optimizer_stream();
-      if (it == first_iteration)
-        printf0("train: actor and critic take turns, a step each%s\n",
-                side ? "; each optimizer step runs on a side stream while the other model computes" : "");
-      auto stats = run_in_turns({pu.get(), vu.get()}, side);
-      ps = stats[0];
-      vs = stats[1];
-    } else {
-      if (actor) {
-        activate({Role::actor});
-        PolicyTargets tg{batch, old_logp, advantages, al_.name == "grpo" ? ref_logp : torch::Tensor(), sampling_view()};
-        ps = update_policy(*actor, tg, cfg_, &actor_step, actor_total, shuffle_seed);
-      }
-      if (critic) {
-        activate({Role::critic});
-        RolloutBatch cb = colocated() ? batch : concat_rollouts(critic_pieces, pad_id_, max_rollout_width());
-        torch::Tensor old_v = colocated() ? values : critic_old_values;
-        if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, cb.rows()));
-        vs = update_critic(*critic, cb, old_v, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);
-      }
+      ps = update_policy(*actor, tg, cfg_, &actor_step, actor_total, shuffle_seed);
+    }
+    if (critic) {
+      activate({Role::critic});
+      RolloutBatch cb = colocated() ? batch : concat_rollouts(critic_pieces, pad_id_, max_rollout_width());
+      torch::Tensor old_v = colocated() ? values : critic_old_values;
+      if (critic_total == 0) critic_total = iterations * steps_per_iteration(cfg_, group_max(*critic->group, cb.rows()));
+      vs = update_critic(*critic, cb, old_v, returns, cfg_, &critic_step, critic_total, shuffle_seed + 7);
     }
     phase[kTrain] = end_phase(kTrain, t);
 

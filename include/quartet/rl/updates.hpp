@@ -6,11 +6,8 @@
 // and a rank short of rows runs empty micro-batches whose loss is multiplied by zero, so the
 // sharded collectives line up.
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "quartet/core/config.hpp"
-#include "quartet/dist/side_stream.hpp"
 #include "quartet/rl/experience.hpp"
 #include "quartet/rl/role_models.hpp"
 
@@ -38,29 +35,5 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& targets, const 
 UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,
                           const torch::Tensor& returns, const Config& config, int64_t* step, int64_t total,
                           uint64_t seed);
-
-// One model's updates of an iteration, an optimizer step at a time, so that two models on one
-// rank can take turns (run_in_turns). Defined in updates.cpp.
-class Updates;
-struct UpdatesDeleter {
-  void operator()(Updates* u) const;
-};
-using UpdatesPtr = std::unique_ptr<Updates, UpdatesDeleter>;
-
-// The updates of update_policy and update_critic, not yet run. They read `config` and the
-// models while they run; the targets are copied (to the model's device).
-UpdatesPtr policy_updates(RoleModel& actor, const PolicyTargets& targets, const Config& config, int64_t* step,
-                          int64_t total, uint64_t seed);
-UpdatesPtr value_updates(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,
-                         const torch::Tensor& returns, const Config& config, int64_t* step, int64_t total,
-                         uint64_t seed);
-
-// Runs every model's updates to the end, taking turns a step each (A's first step, B's first,
-// A's second, ...), and returns their statistics in the same order. With `side` (an active
-// SideStream on the models' GPU), each optimizer step is queued on it, so that one model's step
-// runs while the next model computes; a model's next step waits for its last one on the device.
-// Each model computes exactly what it would alone. Collective over each model's group: every
-// rank of a group must run the same models in the same order.
-std::vector<UpdateStats> run_in_turns(const std::vector<Updates*>& updates, SideStream* side);
 
 }  // namespace quartet
