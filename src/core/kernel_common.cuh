@@ -23,12 +23,17 @@ __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return 
 template <typename T>
 __device__ __forceinline__ float rounded(float v) { return load(store<T>(v)); }
 
-// VEC consecutive elements at p as floats: one 16-byte access where they make 16 bytes (p then
-// 16-byte aligned), else one by one.
+// VEC consecutive elements at p as floats: one 16-byte (or 8-byte) access where they make 16
+// (or 8) bytes (p then aligned to that), else one by one.
 template <int VEC, typename T>
 __device__ __forceinline__ void load_vec(const T* p, float* out) {
   if constexpr (VEC * sizeof(T) == 16) {
     const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) out[v] = load(e[v]);
+  } else if constexpr (VEC * sizeof(T) == 8) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int v = 0; v < VEC; ++v) out[v] = load(e[v]);

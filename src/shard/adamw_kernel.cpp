@@ -55,30 +55,41 @@ bool adamw_kernel_supports(const torch::Tensor& master, const torch::Tensor& mod
 
 namespace {
 
-// Both entry points: `grad` is undefined (zero) or holds the stretch's gradient from element
-// grad_begin on.
-void step_stretch(const torch::Tensor& master, const torch::Tensor& grad, int64_t grad_begin,
-                  const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
-                  int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
-                  const torch::Tensor& found_inf) {
-  QUARTET_CHECK(adamw_kernel_supports(master, model), "adamw_step: the kernel does not take these tensors");
+// What the kernel needs of one stretch; `who` names the caller in the error. `grad` is
+// undefined (zero) or holds the stretch's gradient from element grad_begin on.
+void check_stretch(const std::string& who, const torch::Tensor& master, const torch::Tensor& grad, int64_t grad_begin,
+                   const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
+                   int64_t begin, int64_t count) {
+  QUARTET_CHECK(adamw_kernel_supports(master, model), who + ": the kernel does not take these tensors");
   const int64_t n = master.numel();
   for (const auto* t : {&exp_avg, &exp_avg_sq})
     QUARTET_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->numel() == n &&
                       t->device() == master.device(),
-                  "adamw_step: moments must be float32, contiguous, on the master's device and as long");
+                  who + ": moments must be float32, contiguous, on the master's device and as long");
   QUARTET_CHECK(!grad.defined() || ((grad.scalar_type() == torch::kFloat32 || grad.scalar_type() == torch::kBFloat16) &&
                                     grad.is_contiguous() && grad.device() == master.device() &&
                                     grad_begin + count <= grad.numel()),
-                "adamw_step: the gradient must be float32 or bfloat16, contiguous, on the master's device and "
-                "cover the stretch");
-  QUARTET_CHECK(master.is_contiguous() && (!model.defined() || model.numel() == n), "adamw_step: shapes differ");
-  QUARTET_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "adamw_step: stretch outside the shard");
-  QUARTET_CHECK(step.step >= 1, "adamw_step: steps count from 1");
+                who + ": the gradient must be float32 or bfloat16, contiguous, on the master's device and cover the "
+                      "stretch");
+  QUARTET_CHECK(master.is_contiguous() && (!model.defined() || model.numel() == n), who + ": shapes differ");
+  QUARTET_CHECK(begin >= 0 && count >= 0 && begin + count <= n, who + ": stretch outside the shard");
+}
+
+// What the kernel needs of a step's scalars, on `device`.
+void check_step(const std::string& who, const AdamWStep& step, const torch::Tensor& grad_scale,
+                const torch::Tensor& found_inf, const torch::Device& device) {
+  QUARTET_CHECK(step.step >= 1, who + ": steps count from 1");
   for (const auto* t : {&grad_scale, &found_inf})
-    QUARTET_CHECK(!t->defined() || (t->numel() == 1 && t->scalar_type() == torch::kFloat32 &&
-                                    t->device() == master.device()),
-                  "adamw_step: grad_scale and found_inf are float32 scalars on the master's device");
+    QUARTET_CHECK(!t->defined() || (t->numel() == 1 && t->scalar_type() == torch::kFloat32 && t->device() == device),
+                  who + ": grad_scale and found_inf are float32 scalars on the masters' device");
+}
+
+void step_stretch(const torch::Tensor& master, const torch::Tensor& grad, int64_t grad_begin,
+                  const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, const torch::Tensor& model,
+                  int64_t begin, int64_t count, const AdamWStep& step, const torch::Tensor& grad_scale,
+                  const torch::Tensor& found_inf) {
+  check_stretch("adamw_step", master, grad, grad_begin, exp_avg, exp_avg_sq, model, begin, count);
+  check_step("adamw_step", step, grad_scale, found_inf, master.device());
 #ifdef QUARTET_WITH_ADAMW_KERNEL
   // The bias corrections in double on the host, as _fused_adamw_'s functor forms them.
   const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
@@ -129,31 +140,16 @@ void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep
                      const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
   if (stretches.empty()) return;
   const torch::Tensor& first = stretches.front().master;
-  QUARTET_CHECK(step.step >= 1, "adamw_step_many: steps count from 1");
-  for (const auto* t : {&grad_scale, &found_inf})
-    QUARTET_CHECK(!t->defined() || (t->numel() == 1 && t->scalar_type() == torch::kFloat32 &&
-                                    t->device() == first.device()),
-                  "adamw_step_many: grad_scale and found_inf are float32 scalars on the masters' device");
+  check_step("adamw_step_many", step, grad_scale, found_inf, first.device());
 #ifdef QUARTET_WITH_ADAMW_KERNEL
   std::vector<kernels::AdamWManyStretch> out;
   out.reserve(stretches.size());
 #endif
   for (const auto& s : stretches) {
-    QUARTET_CHECK(adamw_kernel_supports(s.master, s.model) && s.master.device() == first.device(),
-                  "adamw_step_many: the kernel does not take these tensors");
-    const int64_t n = s.master.numel();
-    for (const auto* t : {&s.exp_avg, &s.exp_avg_sq})
-      QUARTET_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->numel() == n &&
-                        t->device() == s.master.device(),
-                    "adamw_step_many: moments must be float32, contiguous, on the master's device and as long");
-    QUARTET_CHECK(s.master.is_contiguous() && (!s.model.defined() || s.model.numel() == n),
-                  "adamw_step_many: shapes differ");
-    QUARTET_CHECK(s.begin >= 0 && s.count >= 0 && s.begin + s.count <= n, "adamw_step_many: stretch outside the shard");
-    QUARTET_CHECK(!s.grad.defined() ||
-                      ((s.grad.scalar_type() == torch::kFloat32 || s.grad.scalar_type() == torch::kBFloat16) &&
-                       s.grad.is_contiguous() && s.grad.device() == s.master.device() && s.grad.numel() == s.count),
-                  "adamw_step_many: a stretch's gradient must be float32 or bfloat16, contiguous, on the master's "
-                  "device and as long as the stretch");
+    QUARTET_CHECK(s.master.device() == first.device(), "adamw_step_many: the stretches are on different devices");
+    check_stretch("adamw_step_many", s.master, s.grad, 0, s.exp_avg, s.exp_avg_sq, s.model, s.begin, s.count);
+    QUARTET_CHECK(!s.grad.defined() || s.grad.numel() == s.count,
+                  "adamw_step_many: a stretch's gradient must be as long as the stretch");
 #ifdef QUARTET_WITH_ADAMW_KERNEL
     kernels::AdamWManyStretch k{};
     k.p = s.master.data_ptr<float>() + s.begin;

@@ -52,19 +52,8 @@ __device__ __forceinline__ void load_grad(const G* __restrict__ g, int64_t i, fl
   if constexpr (std::is_void_v<G>) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) out[j] = 0.0f;
-  } else if constexpr (std::is_same_v<G, float>) {
-    if constexpr (VEC == 4) *reinterpret_cast<float4*>(out) = reinterpret_cast<const float4*>(g)[i];
-    else out[0] = g[i];
-  } else if constexpr (VEC == 4) {
-    union {
-      uint2 raw;
-      __nv_bfloat16 v[4];
-    } u;
-    u.raw = reinterpret_cast<const uint2*>(g)[i];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) out[j] = __bfloat162float(u.v[j]);
   } else {
-    out[0] = __bfloat162float(g[i]);
+    load_vec<VEC>(g + i * VEC, out);
   }
 }
 
@@ -233,30 +222,16 @@ __global__ void land_gradient_kernel(float* __restrict__ dst, const __nv_bfloat1
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float in[VEC], out[VEC];
-    if constexpr (VEC == 8) {
-      union {
-        uint4 raw;
-        __nv_bfloat16 v[8];
-      } u;
-      u.raw = reinterpret_cast<const uint4*>(src)[i];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) in[k] = __bfloat162float(u.v[k]);
-      if constexpr (kAdd) {
-        *reinterpret_cast<float4*>(out) = reinterpret_cast<const float4*>(dst)[2 * i];
-        *reinterpret_cast<float4*>(out + 4) = reinterpret_cast<const float4*>(dst)[2 * i + 1];
-      }
-    } else {
-      in[0] = __bfloat162float(src[i]);
-      if constexpr (kAdd) out[0] = dst[i];
+    float* d = dst + i * VEC;
+    load_vec<VEC>(src + i * VEC, in);  // VEC = 8: one 16-byte load
+    if constexpr (kAdd) {
+      load_vec<(VEC < 4 ? VEC : 4)>(d, out);  // float32: 16 bytes at a time
+      if constexpr (VEC == 8) load_vec<4>(d + 4, out + 4);
     }
 #pragma unroll
     for (int k = 0; k < VEC; ++k) out[k] = kAdd ? out[k] + in[k] : in[k];
-    if constexpr (VEC == 8) {
-      reinterpret_cast<float4*>(dst)[2 * i] = *reinterpret_cast<float4*>(out);
-      reinterpret_cast<float4*>(dst)[2 * i + 1] = *reinterpret_cast<float4*>(out + 4);
-    } else {
-      dst[i] = out[0];
-    }
+    store_vec<(VEC < 4 ? VEC : 4)>(d, out);
+    if constexpr (VEC == 8) store_vec<4>(d + 4, out + 4);
   }
 }
 
