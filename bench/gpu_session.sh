@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # One device session on the GPU machine (build + tests + benchmark in one call), from the repo
-# root, with .gpu carried (../shared/gpu/prepare.sh made it):
+# root, with .gpu carried. Make .gpu here first, with the Debian packages the GPU image lacks
+# beyond prepare.sh's own list (xxHash for checksums, ICU for NFC, GoogleTest for ctest):
+#   QUARTET_GPU_EXTRA_DEBS="libxxhash-dev libxxhash0 libicu-dev libicu72 libgtest-dev libgmock-dev" \
+#     ../shared/gpu/prepare.sh
+# (env.sh unpacks once per machine: on a warm one, rm /opt/deps/.unpacked there to unpack again.)
 #   bash bench/gpu_session.sh [tests|bench|all]     logs land in $OUT (or ./gpu-logs)
 # "tests" builds and runs ctest, the selfchecks and the collectives benchmark; "bench" runs the
 # training benchmarks on the build a previous call left (a warm machine keeps build-gpu).
