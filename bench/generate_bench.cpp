@@ -19,6 +19,12 @@
 #include <string>
 #include <vector>
 
+#ifdef QUARTET_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -56,6 +62,27 @@ double time_us(const torch::Device& dev, const std::function<void()>& f, int cal
   return (now() - t0) / calls * 1e6;
 }
 
+#ifdef QUARTET_WITH_CUDA
+// Device microseconds per call of f: `calls` calls captured into one CUDA graph and replayed,
+// as a decoding step replays them (an eager loop would time the host's launches instead).
+double graph_us(const std::function<void()>& f, int calls) {
+  auto stream = c10::cuda::getStreamFromPool();
+  const c10::cuda::CUDAStreamGuard guard(stream);
+  for (int i = 0; i < 5; ++i) f();  // warm-up on the capturing stream
+  stream.synchronize();
+  at::cuda::CUDAGraph graph;
+  graph.capture_begin();
+  for (int i = 0; i < calls; ++i) f();
+  graph.capture_end();
+  graph.replay();
+  stream.synchronize();
+  const double t0 = now();
+  graph.replay();
+  stream.synchronize();
+  return (now() - t0) / calls * 1e6;
+}
+#endif
+
 struct Run {
   Generation g;
   double seconds = 0;
@@ -83,9 +110,12 @@ void head_gemms(Transformer& model, int64_t batch, const torch::Device& dev) {
 }
 
 // One decoding step's attention for one layer over `span` cached slots, [batch] rows: ATen's
-// three kernels (baddbmm with the mask, float32 softmax, bmm) against quartet's kernel, split
-// over the span (flash decoding) and not. Bytes: the keys and values read, against 4.3 TB/s.
+// three kernels (baddbmm with the mask, float32 softmax, bmm) against quartet's kernel (heads of
+// 128 in bfloat16: the register kernel), split over the span (flash decoding) and not, and the
+// shared-memory kernel by chunk size. Bytes: the keys and values read, against 4.3 TB/s. Timed
+// as CUDA graph replays, as decoding runs them.
 void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, const torch::Device& dev) {
+#ifdef QUARTET_WITH_CUDA
   if (!decode_kernels_enabled() || !dev.is_cuda()) return;
   const int64_t nkv = cfg.num_kv_heads, g = cfg.num_heads / cfg.num_kv_heads, hd = cfg.head_dim;
   if (!attend_decode_supports(g, hd)) return;
@@ -106,24 +136,27 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
     auto kc = torch::randn({batch, nkv, span, hd}, opts), vc = torch::randn({batch, nkv, span, hd}, opts);
     auto q = torch::randn({batch, nkv * g, hd}, opts);
     auto bias = torch::zeros({batch * nkv, g, span}, opts);
-    const double aten = time_us(dev, [&] {
+    const double aten = graph_us([&] {
       auto scores = at::baddbmm(bias, q.view({batch * nkv, g, hd}), kc.view({batch * nkv, span, hd}).transpose(1, 2),
                                 1.0, scale);
       at::bmm(scores.softmax(-1), vc.view({batch * nkv, span, hd}));
     }, 100);
-    const double ours = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale); }, 100);
-    const double one = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
+    const double ours = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale); }, 100);
+    const double one = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
     const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
     std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |", (long long)span, bytes / 1e6,
                 bytes / kHbmBytesPerS * 1e6, aten, ours, bytes / (ours * 1e-6) / 1e12, one);
     for (int kb : chunk_kb) {
       int per_sm = 0;
       attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024, &per_sm);
-      const double us = time_us(dev, [&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
+      const double us = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
       std::printf(" %6.1f (%d) |", us, per_sm);
     }
     std::printf("\n");
   }
+#else
+  (void)cfg, (void)batch, (void)dtype, (void)dev;
+#endif
 }
 
 // The fastest of `reps` runs (after one warm-up run).
@@ -262,12 +295,15 @@ int main(int argc, char** argv) {
       print_row(rows[i].name.substr(0, rows[i].name.find(',')) + ", graphs, no quartet kernel", r, note);
     }
   }
-  // Greedy with quartet's attention kernel too (opt-in: QUARTET_DECODE_ATTENTION=kernel).
+  // Greedy with the other attention: ATen's products where quartet's kernel is the default for
+  // this model (automatic), quartet's kernel where it is not.
   if (decode_kernels_enabled() && dev.is_cuda()) {
-    const bool was = decode_attention_kernel_enabled();
-    set_decode_attention_kernel(true);
-    print_row("greedy, graphs, attention kernel", timed(model, ids, mask, rows[1].params, a.reps), " ");
-    set_decode_attention_kernel(was);
+    const auto was = decode_attention();
+    const bool kernel_now = decode_attention_uses_kernel(dtype, cfg.num_heads / cfg.num_kv_heads, cfg.head_dim);
+    set_decode_attention(kernel_now ? DecodeAttention::aten : DecodeAttention::kernel);
+    print_row(kernel_now ? "greedy, graphs, ATen attention" : "greedy, graphs, attention kernel",
+              timed(model, ids, mask, rows[1].params, a.reps), " ");
+    set_decode_attention(was);
   }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.

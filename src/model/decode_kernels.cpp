@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "quartet/core/check.hpp"
@@ -44,10 +45,8 @@ constexpr bool kCompiledIn = true;
 constexpr bool kCompiledIn = false;
 #endif
 KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
-bool g_attention = [] {
-  const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
-  return v && std::strcmp(v, "kernel") == 0;
-}();
+// Unset until the first question: then QUARTET_DECODE_ATTENTION's value (or a set_ call's).
+std::optional<DecodeAttention> g_attention;
 
 [[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
   QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
@@ -64,8 +63,34 @@ bool decode_kernels_enabled() { return g_switch.on(); }
 
 void set_decode_kernels(bool on) { g_switch.set(on); }
 
-bool decode_attention_kernel_enabled() { return g_switch.on() && g_attention; }
-void set_decode_attention_kernel(bool on) { g_attention = on; }
+DecodeAttention decode_attention() {
+  if (!g_attention) {
+    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
+    const std::string value = v ? v : "auto";
+    QUARTET_CHECK(value == "auto" || value == "kernel" || value == "aten",
+                  "QUARTET_DECODE_ATTENTION is '" + value + "': expected auto, kernel or aten");
+    g_attention = value == "kernel" ? DecodeAttention::kernel
+                  : value == "aten" ? DecodeAttention::aten
+                                    : DecodeAttention::automatic;
+  }
+  return *g_attention;
+}
+void set_decode_attention(DecodeAttention mode) { g_attention = mode; }
+
+bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) {
+  // As kernels::warps_path decides (decode_kernels.cu).
+  return dtype == torch::kBFloat16 && hd == 128 && (g == 1 || g == 2 || g == 4 || g == 8);
+}
+
+bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd) {
+  if (!g_switch.on() || !attend_decode_supports(g, hd)) return false;
+  switch (decode_attention()) {
+    case DecodeAttention::kernel: return true;
+    case DecodeAttention::aten: return false;
+    case DecodeAttention::automatic: return attend_decode_in_registers(dtype, g, hd);
+  }
+  return false;
+}
 
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                   const torch::Tensor& slot, const torch::Tensor& q_out, const torch::Tensor& k_cache,

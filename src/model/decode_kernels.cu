@@ -431,6 +431,190 @@ __global__ void attend_combine_kernel(const float* __restrict__ partial, T* __re
   }
 }
 
+// Decode attention for bfloat16 heads of 128 with G query heads per KV head, in registers: no
+// shared-memory staging and no barrier until the end. Block (row * nkv + kv, split) has kWarpsW
+// warps; a warp reads two slots per load instruction (a half-warp per slot, 16 bytes a lane:
+// 512 contiguous bytes of keys, and as many of values) and keeps kPairs such pairs in flight.
+// Each half-warp keeps its own online softmax (maximum, total, 8 output dimensions a lane) over
+// its slots; the halves, then the warps, merge at the end (out = sum_w acc_w e^(m_w - M) /
+// sum_w l_w e^(m_w - M)). Scores and probabilities in float32, the output rounded once, as
+// attend_decode_kernel; only the order of the sums differs.
+constexpr int kWarpsW = 4;
+constexpr int kPairs = 4;
+constexpr int kWarpHd = 128;
+
+template <typename TB, int G>
+__global__ void __launch_bounds__(kWarpsW * 32)
+    attend_warps_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+                        const __nv_bfloat16* __restrict__ v_cache, const TB* __restrict__ bias, int64_t bias_s0,
+                        int64_t bias_s1, __nv_bfloat16* __restrict__ out, float* __restrict__ partial, int nkv,
+                        int span, int split_len, int64_t cache_row, int64_t cache_head, float scale) {
+  constexpr int hd = kWarpHd;
+  __shared__ float merged[kWarpsW][G][hd + 2];  // each warp's acc, then m and l
+  const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = lane / 16, hl = lane % 16;
+  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(span, s_begin + split_len);
+  const __nv_bfloat16* kp = k_cache + b * cache_row + kv * cache_head + hl * 8;
+  const __nv_bfloat16* vp = v_cache + b * cache_row + kv * cache_head + hl * 8;
+  const TB* bp = bias + bk * bias_s0;
+  float qf[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    load_vec<8>(q + (static_cast<int64_t>(bk) * G + j) * hd + hl * 8, qf[j]);
+    m[j] = -INFINITY;
+    l[j] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[j][i] = 0.f;
+  }
+  const int pairs = (s_end - s_begin + 1) / 2;
+  // Every lane runs the same rounds (the shuffles need the whole warp); slots past the split
+  // load nothing and score -inf.
+  for (int p0 = warp; p0 < pairs; p0 += kWarpsW * kPairs) {
+    uint4 kr[kPairs], vr[kPairs];
+    int t[kPairs];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {  // every load first: kPairs x 1 KB in flight per warp
+      t[u] = s_begin + 2 * (p0 + u * kWarpsW) + half;
+      if (t[u] < s_end) {
+        kr[u] = *reinterpret_cast<const uint4*>(kp + static_cast<int64_t>(t[u]) * hd);
+        vr[u] = *reinterpret_cast<const uint4*>(vp + static_cast<int64_t>(t[u]) * hd);
+      } else {
+        kr[u] = make_uint4(0, 0, 0, 0);
+        vr[u] = kr[u];
+      }
+    }
+    float sc[kPairs][G];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      float kf[8];
+      load_vec<8>(reinterpret_cast<const __nv_bfloat16*>(&kr[u]), kf);
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        float d = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = fmaf(qf[j][i], kf[i], d);
+        d += __shfl_xor_sync(0xffffffffu, d, 8);  // within the half-warp: the slot's 16 lanes
+        d += __shfl_xor_sync(0xffffffffu, d, 4);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        sc[u][j] = t[u] < s_end ? d * scale + load(bp[j * bias_s1 + t[u]]) : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      float mx = m[j];
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) mx = fmaxf(mx, sc[u][j]);
+      if (mx == -INFINITY) continue;  // nothing visible yet on this half
+      const float c = m[j] == -INFINITY ? 0.f : expf(m[j] - mx);
+      l[j] *= c;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[j][i] *= c;
+      m[j] = mx;
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) {
+        const float pr = expf(sc[u][j] - mx);  // 0 for a masked or absent slot
+        l[j] += pr;
+        float vf[8];
+        load_vec<8>(reinterpret_cast<const __nv_bfloat16*>(&vr[u]), vf);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[j][i] = fmaf(pr, vf[i], acc[j][i]);
+      }
+    }
+  }
+  // The two halves of the warp, then the warps of the block.
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m[j], 16), lo = __shfl_xor_sync(0xffffffffu, l[j], 16);
+    const float M = fmaxf(m[j], mo);
+    const float f = m[j] == -INFINITY ? 0.f : expf(m[j] - M), fo = mo == -INFINITY ? 0.f : expf(mo - M);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float ao = __shfl_xor_sync(0xffffffffu, acc[j][i], 16);
+      acc[j][i] = acc[j][i] * f + ao * fo;
+    }
+    l[j] = l[j] * f + lo * fo;
+    m[j] = M;
+    if (half == 0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) merged[warp][j][hl * 8 + i] = acc[j][i];
+      if (hl == 0) merged[warp][j][hd] = m[j], merged[warp][j][hd + 1] = l[j];
+    }
+  }
+  __syncthreads();
+  __nv_bfloat16* op = out + static_cast<int64_t>(bk) * G * hd;
+  float* pp = gridDim.y > 1 ? partial + (static_cast<int64_t>(bk) * gridDim.y + split) * G * (hd + 2) : nullptr;
+  for (int x = threadIdx.x; x < G * hd; x += blockDim.x) {
+    const int j = x / hd, d = x % hd;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarpsW; ++w) M = fmaxf(M, merged[w][j][hd]);
+    float L = 0.f, S = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarpsW; ++w) {
+      const float mw = merged[w][j][hd];
+      if (mw == -INFINITY) continue;  // a warp that saw no visible slot
+      const float f = expf(mw - M);
+      L = fmaf(merged[w][j][hd + 1], f, L);
+      S = fmaf(merged[w][j][d], f, S);
+    }
+    if (gridDim.y == 1) {
+      op[j * hd + d] = store<__nv_bfloat16>(S / L);
+    } else {
+      pp[j * (hd + 2) + d] = S;
+      if (d == 0) pp[j * (hd + 2) + hd] = M, pp[j * (hd + 2) + hd + 1] = L;
+    }
+  }
+}
+
+// Whether attend_warps_kernel takes the launch, and its splits: enough blocks to fill the GPU
+// twice over when rows x KV heads do not, each split at least two rounds of its warps' slots.
+inline bool warps_path(bool bf16, int g, int hd, int chunk_bytes) {
+  return bf16 && hd == kWarpHd && (g == 1 || g == 2 || g == 4 || g == 8) && chunk_bytes == 0;
+}
+inline int warps_splits(int span, int max_splits, int blocks, int sms) {
+  const int per_round = 2 * kWarpsW * kPairs;  // slots one round of the block's warps covers
+  const int rounds = (span + per_round - 1) / per_round;
+  if (max_splits > 0) return max(1, min(max_splits, rounds));
+  const int want = (2 * sms + blocks - 1) / max(blocks, 1);
+  return max(1, min(min(want, kMaxSplits), (rounds + 1) / 2));
+}
+
+template <typename TB, int G>
+cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
+                                int64_t bias_s1, void* out, float* partial, int B, int nkv, int span,
+                                int64_t cache_row, int64_t cache_head, float scale, int max_splits, int* blocks_per_sm,
+                                cudaStream_t stream) {
+  if (blocks_per_sm)
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, attend_warps_kernel<TB, G>, kWarpsW * 32, 0);
+  const int splits = warps_splits(span, max_splits, B * nkv, multiprocessors());
+  const int split_len = (span + splits - 1) / splits;
+  const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kWarpsW * 32);
+  attend_warps_kernel<TB, G><<<grid, block, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
+      static_cast<const TB*>(bias), bias_s0, bias_s1, static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len,
+      cache_row, cache_head, scale);
+  if (splits > 1)
+    attend_combine_kernel<__nv_bfloat16><<<B * nkv, 128, 0, stream>>>(partial, static_cast<__nv_bfloat16*>(out), G,
+                                                                      kWarpHd, splits);
+  return cudaGetLastError();
+}
+
+template <typename TB>
+cudaError_t launch_attend_warps_g(int g, const void* q, const void* k, const void* v, const void* bias,
+                                  int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B, int nkv,
+                                  int span, int64_t cache_row, int64_t cache_head, float scale, int max_splits,
+                                  int* blocks_per_sm, cudaStream_t stream) {
+#define QUARTET_ATTEND_WARPS(G)                                                                                 \
+  launch_attend_warps<TB, G>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row, cache_head, \
+                             scale, max_splits, blocks_per_sm, stream)
+  if (g == 1) return QUARTET_ATTEND_WARPS(1);
+  if (g == 2) return QUARTET_ATTEND_WARPS(2);
+  if (g == 4) return QUARTET_ATTEND_WARPS(4);
+  return QUARTET_ATTEND_WARPS(8);
+#undef QUARTET_ATTEND_WARPS
+}
+
 template <typename T, typename TB, int DPL>
 cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                           int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
@@ -610,8 +794,9 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
 }
 
 int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes) {
-  const int splits =
-      attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4, chunk_bytes), max_splits, B * nkv, multiprocessors());
+  // Enough for either kernel (the launch picks one by alignment too).
+  int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4, chunk_bytes), max_splits, B * nkv, multiprocessors());
+  if (warps_path(bf16, g, hd, chunk_bytes)) splits = max(splits, warps_splits(span, max_splits, B * nkv, multiprocessors()));
   return splits > 1 ? B * nkv * splits * g * (hd + 2) : 0;
 }
 
@@ -621,6 +806,17 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
                                  int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
+  // Heads of 128 in bfloat16 (16-byte aligned rows) take the register kernel, unless a chunk
+  // size asks for the shared-memory one (benchmarks compare the two).
+  const bool aligned = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(v) % 16 == 0 && cache_row % 8 == 0 && cache_head % 8 == 0;
+  if (warps_path(bf16, g, hd, chunk_bytes) && aligned) {
+    if (bias_f32)
+      return launch_attend_warps_g<float>(g, q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row,
+                                          cache_head, scale, max_splits, blocks_per_sm, stream);
+    return launch_attend_warps_g<__nv_bfloat16>(g, q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span,
+                                                cache_row, cache_head, scale, max_splits, blocks_per_sm, stream);
+  }
   if (!bf16)
     return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
                                            cache_row, cache_head, scale, max_splits, chunk_bytes, blocks_per_sm,

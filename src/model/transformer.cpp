@@ -390,10 +390,10 @@ class AttentionImpl : public torch::nn::Module {
     const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
     const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
-    if (decode_kernels_for(q) && decode_attention_kernel_enabled() && attend_decode_supports(nh / nkv, hd)) {
+    if (decode_kernels_for(q) && decode_attention_uses_kernel(q.scalar_type(), nh / nkv, hd)) {
       // One kernel reads each cached key and value once and keeps scores and probabilities in
-      // float32 (GPT-J's float32 attention included); the ATen path below takes three. Opt-in
-      // (model/decode_kernels.hpp says why).
+      // float32 (GPT-J's float32 attention included); the ATen path below takes three. Where
+      // it takes it: model/decode_kernels.hpp.
       auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
                                s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale);
       return project_out(out.view({B, 1, nh * hd}));

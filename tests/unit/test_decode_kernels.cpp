@@ -87,9 +87,12 @@ TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
     int64_t B, nkv, g, hd, max_len, span;
   };
   // Spans shorter than, equal to and several times the kernel's chunk of 128 slots; head sizes
-  // that take the vectorised and the scalar key loads; 1 to 8 query heads per KV head.
-  const std::vector<Case> cases{{3, 2, 2, 16, 40, 33},  {2, 4, 1, 64, 300, 300}, {64, 8, 2, 128, 256, 200},
-                                {1, 1, 8, 128, 600, 517}, {2, 2, 4, 256, 130, 129}, {3, 1, 3, 48, 20, 1}};
+  // that take the vectorised and the scalar key loads; 1 to 8 query heads per KV head. Heads of
+  // 128 in bfloat16 take the register kernel: with 1, 2, 4 and 8 query heads per KV head, in one
+  // split and in several (few rows), spans odd and even.
+  const std::vector<Case> cases{{3, 2, 2, 16, 40, 33},    {2, 4, 1, 64, 300, 300},  {64, 8, 2, 128, 256, 200},
+                                {1, 1, 8, 128, 600, 517}, {2, 2, 4, 256, 130, 129}, {3, 1, 3, 48, 20, 1},
+                                {2, 4, 4, 128, 64, 64},   {5, 2, 1, 128, 100, 97},  {64, 8, 2, 128, 256, 1}};
   for (const auto& c : cases) {
     for (bool bias_f32 : {false, true}) {
       if (bias_f32 && dtype() == torch::kFloat32) continue;  // float32 bias is the model's own then
@@ -245,6 +248,28 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   EXPECT_THROW(quartet::advance_decode(l, b.to(torch::kLong), h, h, l, l, torch::Tensor(), l.narrow(0, 0, 1),
                                        torch::Tensor(), torch::Tensor(), 0),
                std::exception);  // done must be bool
+}
+
+// Which decoding steps take the attention kernel: automatic picks the register form's shapes
+// only, kernel every supported shape, aten none; an unknown QUARTET_DECODE_ATTENTION is refused.
+// Host logic: runs without a GPU too.
+TEST(DecodeAttentionMode, EachModeTakesItsShapes) {
+  const auto before = quartet::decode_attention();
+  const bool on = quartet::decode_kernels_enabled();
+  const auto bf16 = torch::kBFloat16, f32 = torch::kFloat32;
+  quartet::set_decode_attention(quartet::DecodeAttention::automatic);
+  for (int64_t g : {1, 2, 4, 8}) EXPECT_EQ(quartet::decode_attention_uses_kernel(bf16, g, 128), on) << "g " << g;
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 3, 128));
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 64));
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 256));
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(f32, 2, 128));
+  quartet::set_decode_attention(quartet::DecodeAttention::kernel);
+  EXPECT_EQ(quartet::decode_attention_uses_kernel(bf16, 3, 64), on);
+  EXPECT_EQ(quartet::decode_attention_uses_kernel(f32, 2, 256), on);
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 9, 128));  // beyond the kernel
+  quartet::set_decode_attention(quartet::DecodeAttention::aten);
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 128));
+  quartet::set_decode_attention(before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, DecodeKernels,

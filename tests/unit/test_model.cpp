@@ -676,16 +676,17 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
     quartet::KVCache cache;
   };
   torch::NoGradGuard no_grad;
-  // attention: also quartet's (opt-in) attention kernel.
+  // attention: quartet's attention kernel for every shape it supports, else ATen's products.
+  const auto attention_mode = quartet::decode_attention();
   auto step = [&](quartet::Transformer& model, bool kernels, bool attention = false) {
     quartet::set_decode_kernels(kernels);
-    quartet::set_decode_attention_kernel(attention);
+    quartet::set_decode_attention(attention ? quartet::DecodeAttention::kernel : quartet::DecodeAttention::aten);
     Out o{torch::Tensor(), model->make_cache(B, T + 1)};
     model->forward(prompt, prompt_mask, &o.cache);
     o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
                                   mask.to(torch::kBool), o.cache, T + 1);
     quartet::set_decode_kernels(true);
-    quartet::set_decode_attention_kernel(false);
+    quartet::set_decode_attention(attention_mode);
     return o;
   };
   auto fp32 = quartet::load_model(ref_->dir, Head::causal_lm, torch::kFloat32, cuda);

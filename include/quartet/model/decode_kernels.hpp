@@ -15,12 +15,19 @@ namespace quartet {
 bool decode_kernels_enabled();
 void set_decode_kernels(bool on);
 
-// The attention kernel below in decoding steps: off unless QUARTET_DECODE_ATTENTION=kernel (or
-// set_decode_attention_kernel(true)). On the H200 it reads the cache at 1.6-1.8 TB/s, slower
-// than ATen's two batched products at the benchmark's spans (bench/RESULTS.md), so ATen's stay
-// the default until it is faster.
-bool decode_attention_kernel_enabled();
-void set_decode_attention_kernel(bool on);
+// Which attention decoding steps run (QUARTET_DECODE_ATTENTION=auto|kernel|aten, default auto):
+// - automatic: attend_decode below where it has its register form (bfloat16 heads of 128 with 1,
+//   2, 4 or 8 query heads per KV head: about twice ATen's speed at the benchmark's spans, 3.1-3.3
+//   TB/s on an H200), ATen's batched products elsewhere (the shared-memory form is slower);
+// - kernel: attend_decode wherever it supports the shape; aten: ATen's products always.
+// Any other value of the variable is refused (quartet::Error, when a decoding step on a GPU
+// first asks).
+enum class DecodeAttention { automatic, kernel, aten };
+DecodeAttention decode_attention();
+void set_decode_attention(DecodeAttention mode);
+// Whether a decoding step's attention with g query heads per KV head of size hd in `dtype`
+// takes attend_decode: the mode, the kernels compiled in and switched on, the shape supported.
+bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd);
 
 // One decoding step's fused q/k/v product qkv [B, (nh + 2 nkv) * hd] (heads: nh queries, nkv
 // keys, nkv values; float32 or bfloat16, contiguous, on CUDA): queries and keys rotated as
@@ -47,10 +54,15 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up);
 // adjacent) over the first `span` slots of k_cache, v_cache [rows >= B, nkv, max_len, hd], with
 // the additive mask bias [B * nkv, g, span] (the model's dtype, or float32; any strides over its
 // first two dimensions, unit stride over slots). Float32 inside,
-// [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256.
+// [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256. Two forms: in registers (a
+// half-warp per slot, no shared memory) for bfloat16 heads of 128 with g of 1, 2, 4 or 8 and
+// 16-byte aligned rows; staged through shared memory in chunks for everything else.
 bool attend_decode_supports(int64_t g, int64_t hd);
+// Whether (dtype, g, hd) takes the register form.
+bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd);
 // For benchmarks: max_splits sets the blocks that share one row and KV head's span (flash
-// decoding; 0: chosen for the GPU), chunk_bytes the keys per chunk in shared memory (0: 8 KB);
+// decoding; 0: chosen for the GPU), chunk_bytes > 0 the shared-memory form with that many bytes
+// of keys per chunk (0: the register form where it applies, else 8 KB chunks);
 // blocks_per_sm non-null launches nothing and reports how many blocks one SM holds at once.
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale, int max_splits = 0,
