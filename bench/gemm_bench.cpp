@@ -20,10 +20,10 @@
 
 #ifdef QUARTET_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
+
+#include "graph_timing.hpp"
 #endif
 
 using namespace quartet;
@@ -47,34 +47,6 @@ struct Args {
       std::exit(1);                                                                              \
     }                                                                                            \
   } while (0)
-
-// Device microseconds per call: f(i) runs call i (i picks the weight copy). The calls are
-// captured into one CUDA graph and replayed, as a decoding step replays its products: timed
-// eagerly, the host's launch cost (10-20 us for an ATen linear) would be measured instead.
-double time_us(const std::function<void(int)>& f, int calls) {
-  auto stream = c10::cuda::getStreamFromPool();
-  const c10::cuda::CUDAStreamGuard guard(stream);
-  for (int i = 0; i < 10; ++i) f(i);  // warm-up on the capturing stream (workspaces, handles)
-  stream.synchronize();
-  at::cuda::CUDAGraph graph;
-  graph.capture_begin();
-  for (int i = 0; i < calls; ++i) f(i);
-  graph.capture_end();
-  graph.replay();
-  stream.synchronize();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, stream.stream());
-  graph.replay();
-  cudaEventRecord(b, stream.stream());
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms * 1e3 / calls;
-}
 
 // out [M, N] = x [M, K] W[N, K]^T in cuBLASLt's column-major terms: D [N, M] = W^T(op T) x.
 struct LtProduct {
@@ -189,7 +161,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < copies; ++i) w.push_back(torch::randn({s.n, s.k}, opts) * 0.02);
       auto x = torch::randn({M, s.k}, opts);
       auto out = torch::empty({M, s.n}, opts);
-      const double aten = time_us([&](int i) { at::linear_out(out, x, w[static_cast<size_t>(i % copies)]); }, a.calls);
+      const double aten =
+          bench::graph_us([&](int i) { at::linear_out(out, x, w[static_cast<size_t>(i % copies)]); }, a.calls);
       auto reference = at::linear(x, w[0]).to(torch::kFloat32);
       LtProduct lt(M, s.n, s.k);
       double best = 1e30, best_diff = 0;
@@ -197,7 +170,7 @@ int main(int argc, char** argv) {
       const auto cands = lt.candidates(a.algos, ws_bytes);
       for (const auto& r : cands) {
         if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > ws_bytes) continue;
-        const double us = time_us(
+        const double us = bench::graph_us(
             [&](int i) {
               lt.run(r.algo, w[static_cast<size_t>(i % copies)].data_ptr(), x.data_ptr(), out.data_ptr(),
                      ws.data_ptr(), ws_bytes);
@@ -212,9 +185,9 @@ int main(int argc, char** argv) {
       }
       aten_sum += aten;
       best_sum += best;
-      std::printf("| %ld | %s | %ld x %ld | %.1f | %.1f | %.2f | %.1f | %.2f | %zu | %s | %.2g |\n", static_cast<long>(M),
-                  s.name, static_cast<long>(s.n), static_cast<long>(s.k), bytes / 1e6, aten, bytes / aten / 1e6, best,
-                  bytes / best / 1e6, cands.size(), best_name.c_str(), best_diff);
+      std::printf("| %ld | %s | %ld x %ld | %.1f | %.1f | %.2f | %.1f | %.2f | %zu | %s | %.2g |\n",
+                  static_cast<long>(M), s.name, static_cast<long>(s.n), static_cast<long>(s.k), bytes / 1e6, aten,
+                  bytes / aten / 1e6, best, bytes / best / 1e6, cands.size(), best_name.c_str(), best_diff);
     }
   }
   std::printf("\nsum over the table: ATen %.1f us, best Lt %.1f us\n", aten_sum, best_sum);

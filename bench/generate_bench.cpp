@@ -19,12 +19,7 @@
 #include <string>
 #include <vector>
 
-#ifdef QUARTET_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
+#include "graph_timing.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -61,27 +56,6 @@ double time_us(const torch::Device& dev, const std::function<void()>& f, int cal
   synchronize_device(dev);
   return (now() - t0) / calls * 1e6;
 }
-
-#ifdef QUARTET_WITH_CUDA
-// Device microseconds per call of f: `calls` calls captured into one CUDA graph and replayed,
-// as a decoding step replays them (an eager loop would time the host's launches instead).
-double graph_us(const std::function<void()>& f, int calls) {
-  auto stream = c10::cuda::getStreamFromPool();
-  const c10::cuda::CUDAStreamGuard guard(stream);
-  for (int i = 0; i < 5; ++i) f();  // warm-up on the capturing stream
-  stream.synchronize();
-  at::cuda::CUDAGraph graph;
-  graph.capture_begin();
-  for (int i = 0; i < calls; ++i) f();
-  graph.capture_end();
-  graph.replay();
-  stream.synchronize();
-  const double t0 = now();
-  graph.replay();
-  stream.synchronize();
-  return (now() - t0) / calls * 1e6;
-}
-#endif
 
 struct Run {
   Generation g;
@@ -136,20 +110,20 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
     auto kc = torch::randn({batch, nkv, span, hd}, opts), vc = torch::randn({batch, nkv, span, hd}, opts);
     auto q = torch::randn({batch, nkv * g, hd}, opts);
     auto bias = torch::zeros({batch * nkv, g, span}, opts);
-    const double aten = graph_us([&] {
+    const double aten = bench::graph_us([&](int) {
       auto scores = at::baddbmm(bias, q.view({batch * nkv, g, hd}), kc.view({batch * nkv, span, hd}).transpose(1, 2),
                                 1.0, scale);
       at::bmm(scores.softmax(-1), vc.view({batch * nkv, span, hd}));
     }, 100);
-    const double ours = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale); }, 100);
-    const double one = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
+    const double ours = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale); }, 100);
+    const double one = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
     const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
     std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |", (long long)span, bytes / 1e6,
                 bytes / kHbmBytesPerS * 1e6, aten, ours, bytes / (ours * 1e-6) / 1e12, one);
     for (int kb : chunk_kb) {
       int per_sm = 0;
       attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024, &per_sm);
-      const double us = graph_us([&] { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
+      const double us = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
       std::printf(" %6.1f (%d) |", us, per_sm);
     }
     std::printf("\n");

@@ -22,6 +22,7 @@ cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const v
                                 int H, float eps, cudaStream_t stream);
 cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
 int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes);
+bool attend_in_registers(bool bf16, int g, int hd);
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
@@ -78,8 +79,13 @@ DecodeAttention decode_attention() {
 void set_decode_attention(DecodeAttention mode) { g_attention = mode; }
 
 bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) {
-  // As kernels::warps_path decides (decode_kernels.cu).
-  return dtype == torch::kBFloat16 && hd == 128 && (g == 1 || g == 2 || g == 4 || g == 8);
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  return g <= 8 && hd <= 256 &&
+         kernels::attend_in_registers(dtype == torch::kBFloat16, static_cast<int>(g), static_cast<int>(hd));
+#else
+  (void)dtype, (void)g, (void)hd;
+  return false;  // no kernels at all
+#endif
 }
 
 bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd) {

@@ -442,6 +442,13 @@ __global__ void attend_combine_kernel(const float* __restrict__ partial, T* __re
 constexpr int kWarpsW = 4;
 constexpr int kPairs = 4;
 constexpr int kWarpHd = 128;
+}  // namespace
+
+bool attend_in_registers(bool bf16, int g, int hd) {
+  return bf16 && hd == kWarpHd && (g == 1 || g == 2 || g == 4 || g == 8);
+}
+
+namespace {
 
 template <typename TB, int G>
 __global__ void __launch_bounds__(kWarpsW * 32)
@@ -567,17 +574,14 @@ __global__ void __launch_bounds__(kWarpsW * 32)
   }
 }
 
-// Whether attend_warps_kernel takes the launch, and its splits: enough blocks to fill the GPU
-// twice over when rows x KV heads do not, each split at least two rounds of its warps' slots.
+// Whether attend_warps_kernel takes the launch (no chunk size asked for), and its splits: as
+// attend_splits chooses them, a round of the block's warps (2 x kWarpsW x kPairs slots) in the
+// place of a chunk.
 inline bool warps_path(bool bf16, int g, int hd, int chunk_bytes) {
-  return bf16 && hd == kWarpHd && (g == 1 || g == 2 || g == 4 || g == 8) && chunk_bytes == 0;
+  return attend_in_registers(bf16, g, hd) && chunk_bytes == 0;
 }
 inline int warps_splits(int span, int max_splits, int blocks, int sms) {
-  const int per_round = 2 * kWarpsW * kPairs;  // slots one round of the block's warps covers
-  const int rounds = (span + per_round - 1) / per_round;
-  if (max_splits > 0) return max(1, min(max_splits, rounds));
-  const int want = (2 * sms + blocks - 1) / max(blocks, 1);
-  return max(1, min(min(want, kMaxSplits), (rounds + 1) / 2));
+  return attend_splits(span, 2 * kWarpsW * kPairs, max_splits, blocks, sms);
 }
 
 template <typename TB, int G>
@@ -796,7 +800,8 @@ cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R
 int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes) {
   // Enough for either kernel (the launch picks one by alignment too).
   int splits = attend_splits(span, attend_chunk(hd, bf16 ? 2 : 4, chunk_bytes), max_splits, B * nkv, multiprocessors());
-  if (warps_path(bf16, g, hd, chunk_bytes)) splits = max(splits, warps_splits(span, max_splits, B * nkv, multiprocessors()));
+  if (warps_path(bf16, g, hd, chunk_bytes))
+    splits = max(splits, warps_splits(span, max_splits, B * nkv, multiprocessors()));
   return splits > 1 ? B * nkv * splits * g * (hd + 2) : 0;
 }
 
