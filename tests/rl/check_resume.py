@@ -147,7 +147,7 @@ def main():
         EXTRA = ["rollout.batch=64", "checkpoint.every=2"] + [
             f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=384", "layers=4")]
     reference = os.path.join(work, "uninterrupted")
-    run_to_end(launcher, 3, reference)
+    reference_output = run_to_end(launcher, 3, reference)
 
     if scenario == "signals":
         # SIGUSR1 to mpirun, which forwards it to every rank (Slurm's pre-timeout warning).
@@ -218,13 +218,17 @@ def main():
 
     elif scenario == "time_limit":
         # A budget far shorter than the run: it checkpoints and exits 75 before the budget ends,
-        # and resubmissions finish it.
+        # and resubmissions finish it. A third of the uninterrupted run's own time (at most
+        # 1.5 s): machines differ several-fold, and a fixed budget outlasted the whole run on a
+        # fast one.
+        done = re.search(r"^train: done in ([0-9.]+)s$", reference_output, re.M)
+        limit = min(1.5, float(done.group(1)) / 3) if done else 1.5
         out = os.path.join(work, "limited")
         rounds, begin = 0, time.time()
         while True:
             rounds += 1
             t0 = time.time()
-            t = Train(launcher, 3, out, "run.time_limit=1.5")
+            t = Train(launcher, 3, out, f"run.time_limit={limit:.2f}")
             rc = t.finish()
             took = time.time() - t0
             if rc == 0:
@@ -233,12 +237,13 @@ def main():
                 fail(f"round {rounds} exited {rc}:\n{t.output()[-3000:]}")
             if "(time limit)" not in t.output():
                 fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{t.output()[-3000:]}")
-            print(f"check_resume: round {rounds} stopped by its time limit after {took:.1f}s (limit 1.5s + start-up)")
+            print(f"check_resume: round {rounds} stopped by its time limit after {took:.1f}s "
+                  f"(limit {limit:.2f}s + start-up)")
             if rounds > ITERATIONS:
                 fail(f"the run did not finish in {ITERATIONS} rounds (each must do at least one iteration)")
         if rounds < 2:
             fail("the time limit never stopped the run (make the run longer or the limit shorter)")
-        same_run(reference, out, f"run.time_limit = 1.5s ({rounds} rounds)")
+        same_run(reference, out, f"run.time_limit = {limit:.2f}s ({rounds} rounds)")
 
     elif scenario == "corrupt":
         # Damage the newest checkpoint: resume warns, names the file, and falls back one.
