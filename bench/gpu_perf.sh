@@ -6,10 +6,10 @@
 # 1-GPU iteration with quartet's training kernels off (QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0
 # QUARTET_SWIGLU_KERNEL=0).
 # Builds, runs the GPU tests (models against HF in bf16, CUDA graphs against eager, bf16 training
-# gradients against fp32; each of quartet's kernels against ATen; sharded training on NCCL, whose
-# np2 case needs two GPUs; `quartet generate` end to end against HF), the generation benchmark,
-# the reference PPO iteration (1 GPU with a kernel profile of iteration 3; 2 GPUs colocated and
-# disjoint where present) and the training benchmark.
+# gradients against fp32; graphed training steps against eager ones; each of quartet's kernels
+# against ATen; sharded training on NCCL, whose np2 case needs two GPUs; `quartet generate` end
+# to end against HF), the generation benchmark, the reference PPO iteration (1 GPU with a kernel
+# profile of iteration 3; 2 GPUs colocated and disjoint where present) and the training benchmark.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
@@ -17,7 +17,7 @@ source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
   cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model \
-    test_decode_kernels test_adamw_kernel test_rotary_kernel test_swiglu_kernel test_sharded test_rl_logprobs; } > "$OUT/build.log" 2>&1 \
+    test_decode_kernels test_adamw_kernel test_rotary_kernel test_swiglu_kernel test_sharded test_rl_logprobs test_step_graph; } > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -25,7 +25,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # sharded_np2 and generate_matches_hf put two NCCL ranks on two GPUs: on one, only the rest.
   two_gpu="|sharded_np2$|generate_matches_hf"
   [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { two_gpu=""; echo "one GPU: sharded_np2 and generate_matches_hf not run"; }
-  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1|adamw_kernel_np1|rotary_kernel_np1|swiglu_kernel_np1|rl_logprobs_np1|sharded_np1$|parity_generate_reference$two_gpu") > "$OUT/ctest.log" 2>&1
+  (cd build-gpu && ctest -V --timeout 300 -R "parity_models_reference|model_np1|decode_kernels_np1|adamw_kernel_np1|rotary_kernel_np1|swiglu_kernel_np1|rl_logprobs_np1|step_graph_np1|sharded_np1$|parity_generate_reference$two_gpu") > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest.log"
   # (gtest colours its output even into the log: strip the escapes before counting.)
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Models/GpuGraphs" | sed "s/^/GPU graph-vs-eager generation tests passed: /"
@@ -34,6 +34,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Dtypes/DecodeKernels" | sed "s/^/GPU kernel unit tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (Settings/AdamWKernel|Dtypes/RotaryKernel|Dtypes/SwigluKernel)" |
     sed "s/^/GPU training-kernel tests passed: /"
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] StepGraph.GraphedUpdatesEqualEagerOnesBitForBit" |
+    sed "s/^/GPU training-graph-vs-eager tests passed: /"
   grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests
 fi

@@ -68,7 +68,8 @@ const po::options_description& deck_schema() {
       ("train.reduce_dtype", po::value<std::string>()->default_value(tr.reduce_dtype), "gradient reduce-scatter precision: float32 | model")
       ("train.warmup", po::value<int>()->default_value(tr.warmup), "learning-rate warm-up in optimizer steps (>= 0)")
       ("train.schedule", po::value<std::string>()->default_value(tr.schedule), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
-      ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]");
+      ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]")
+      ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs each optimizer step's micro-batch (when there is one per step) as a replayed CUDA graph; its memory stays reserved (the plan's \"train graph\")");
     AlgorithmConfig al;
     d.add_options()
       ("algorithm.name", po::value<std::string>()->default_value(al.name), "ppo | grpo | rloo | reinforce++")
@@ -324,6 +325,7 @@ Config load_config(const Deck& deck) {
   require_one_of(deck, "train.schedule", c.train.schedule, {"constant", "linear", "cosine"});
   c.train.min_lr_ratio = deck.get<double>("train.min_lr_ratio");
   if (!(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1)) deck.fail("train.min_lr_ratio", "must be in [0, 1]");
+  c.train.cuda_graphs = deck.get<bool>("train.cuda_graphs");
 
   c.output.sample_every = deck.get<int>("output.sample_every");
   if (c.output.sample_every < 0) deck.fail("output.sample_every", "must be >= 0");

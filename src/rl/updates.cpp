@@ -10,6 +10,7 @@
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/lr_schedule.hpp"
+#include "quartet/shard/step_graph.hpp"
 
 namespace quartet {
 
@@ -20,30 +21,47 @@ int64_t steps_per_iteration(const Config& config, int64_t rows) {
 
 namespace {
 
+// A micro-batch's results, as StepGraph::MicroBatch returns them: the loss to back-propagate,
+// then the statistics summed over the phase (undefined where the algorithm has none).
+enum Slot { kLoss, kReportedLoss, kClip, kApproxKl, kEntropy, kKl, kSlots };
+
 // Sums over the micro-batches, kept on the device and read back once at the end of the
 // phase: a read-back per micro-batch would stall the host until the device caught up, and the
 // device would then idle while the host queues the next work.
 struct Totals {
-  torch::Tensor loss, clip, approx_kl, entropy, kl;  // undefined until first added
-  std::vector<torch::Tensor> norms;                  // per optimizer step
+  std::vector<torch::Tensor> sums = std::vector<torch::Tensor>(kSlots);  // undefined until first added
+  std::vector<torch::Tensor> norms;                                      // per optimizer step
   int micro = 0;
-  static void add(torch::Tensor& sum, const torch::Tensor& x) {
-    auto v = x.detach().to(torch::kFloat64);
-    sum = sum.defined() ? sum + v : v;
+  void add(const std::vector<torch::Tensor>& out) {
+    for (int k = kReportedLoss; k < kSlots && k < static_cast<int>(out.size()); ++k) {
+      if (!out[k].defined()) continue;
+      auto v = out[k].detach().to(torch::kFloat64);
+      sums[k] = sums[k].defined() ? sums[k] + v : v;
+    }
+    ++micro;
   }
-  static double value(const torch::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; }
+  double value(Slot k) const { return sums[k].defined() ? sums[k].item<double>() : 0.0; }
 };
 
-// The shared loop. loss_of(rows) returns the micro-batch's loss (with grad) and adds its
-// statistics to the totals; it is given an empty index for a padding turn.
+// The shared loop. micro_batch(sources, rows) returns the micro-batch's results (Slot order)
+// from the phase's `sources` (which it must read through its argument: a CUDA graph replays
+// it on copies of them); it is given an empty index for a padding turn.
 UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64_t* step, int64_t total,
-                        uint64_t seed, double base_lr,
-                        const std::function<torch::Tensor(const torch::Tensor& index, Totals& t)>& loss_of) {
+                        uint64_t seed, double base_lr, std::vector<torch::Tensor> sources,
+                        const StepGraph::MicroBatch& micro_batch) {
   ShardedModel& model = *rm.model;
   const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
   const int64_t agreed = group_max(model.group(), rows);
   const int64_t minibatches = std::max<int64_t>(1, (agreed + mb - 1) / mb);
   const int64_t micros = (mb + micro - 1) / micro;
+  // A step of one micro-batch on a one-rank GPU model runs as a CUDA graph (step_graph.hpp);
+  // one of several adds to the float32 gradients, which the graph does not capture.
+  StepGraph* graph = nullptr;
+  if (config.train.cuda_graphs && micros == 1 && StepGraph::applies(model)) {
+    if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
+    graph = rm.step_graph.get();
+    graph->begin_phase(sources);
+  }
   Totals t;
   UpdateStats s;
   for (int epoch = 0; epoch < config.algorithm.epochs; ++epoch) {
@@ -57,8 +75,13 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
       for (int64_t m = 0; m < micros; ++m) {
         const int64_t a = std::min(hi, lo + m * micro), b = std::min(hi, lo + (m + 1) * micro);
         auto index = perm.narrow(0, a, b - a);
-        auto loss = loss_of(index, t) / static_cast<double>(micros);
-        model.backward(loss);
+        if (graph && index.numel() == micro) {
+          t.add(graph->step(index, micro_batch));
+          continue;
+        }
+        auto out = micro_batch(sources, index);
+        model.backward(out[kLoss] / static_cast<double>(micros));
+        if (index.numel() > 0) t.add(out);
       }
       s.lr = learning_rate(static_cast<int>(*step), static_cast<int>(total), config.train.warmup, base_lr,
                            config.train.schedule, config.train.min_lr_ratio);
@@ -80,18 +103,20 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
     s.grad_norm = norms.sum().item<double>() / std::max(1, s.steps);
   }
   const double n = std::max(1, t.micro);
-  s.loss = Totals::value(t.loss) / n;
-  s.clip_fraction = Totals::value(t.clip) / n;
-  s.approx_kl = Totals::value(t.approx_kl) / n;
-  s.entropy = Totals::value(t.entropy) / n;
-  s.kl_loss = Totals::value(t.kl) / n;
+  s.loss = t.value(kReportedLoss) / n;
+  s.clip_fraction = t.value(kClip) / n;
+  s.approx_kl = t.value(kApproxKl) / n;
+  s.entropy = t.value(kEntropy) / n;
+  s.kl_loss = t.value(kKl) / n;
   return s;
 }
 
 // One pad token through the model with grad, its output times zero: a padding turn.
-torch::Tensor empty_turn(ShardedModel& model) {
+std::vector<torch::Tensor> empty_turn(ShardedModel& model) {
   auto opts = torch::TensorOptions().dtype(torch::kLong).device(model.device());
-  return model.forward(torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts)).sum() * 0.0;
+  std::vector<torch::Tensor> out(kSlots);
+  out[kLoss] = model.forward(torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts)).sum() * 0.0;
+  return out;
 }
 
 }  // namespace
@@ -104,36 +129,35 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
   // copies would each wait for the device.
   const RolloutBatch batch = on_device(tg.batch, dev);
-  const auto old_logp = tg.old_logp.to(dev), advantages = tg.advantages.to(dev);
-  const auto ref_logp = tg.ref_logp.defined() ? tg.ref_logp.to(dev) : torch::Tensor();
-  return run_updates(actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
-                     [&](const torch::Tensor& index, Totals& t) -> torch::Tensor {
-                       if (index.numel() == 0) return empty_turn(*actor.model);
-                       RolloutBatch b = select_rows(batch, index);
-                       const auto& i = index;
-                       auto mask = b.action_mask.to(dev).to(torch::kFloat32);
-                       torch::Tensor entropy;
-                       auto logp =
-                           action_logprobs(*actor.model, b, tg.view, al.entropy_coef > 0 ? &entropy : nullptr);
-                       auto pl = ppo_policy_loss(logp, old_logp.index_select(0, i), advantages.index_select(0, i),
-                                                 mask, al.clip_eps);
-                       auto loss = pl.loss;
-                       if (al.entropy_coef > 0) {
-                         auto ent = masked_mean(entropy, mask);
-                         loss = loss - al.entropy_coef * ent;
-                         Totals::add(t.entropy, ent);
-                       }
-                       if (grpo && al.kl_coef > 0) {
-                         auto kl = kl_loss(logp, ref_logp.index_select(0, i), mask);
-                         loss = loss + al.kl_coef * kl;
-                         Totals::add(t.kl, kl);
-                       }
-                       Totals::add(t.loss, pl.loss);
-                       Totals::add(t.clip, pl.clip_fraction);
-                       Totals::add(t.approx_kl, pl.approx_kl);
-                       ++t.micro;
-                       return loss;
-                     });
+  std::vector<torch::Tensor> sources{batch.sequences, batch.attention_mask, batch.action_mask, tg.old_logp.to(dev),
+                                     tg.advantages.to(dev),
+                                     grpo && al.kl_coef > 0 ? tg.ref_logp.to(dev) : torch::Tensor()};
+  const SamplingView view = tg.view;
+  return run_updates(
+      actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
+      std::move(sources), [&actor, &al, grpo, view](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+        if (i.numel() == 0) return empty_turn(*actor.model);
+        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
+        auto mask = b.action_mask.to(torch::kFloat32);
+        std::vector<torch::Tensor> out(kSlots);
+        torch::Tensor entropy;
+        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr);
+        auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
+        auto loss = pl.loss;
+        if (al.entropy_coef > 0) {
+          out[kEntropy] = masked_mean(entropy, mask);
+          loss = loss - al.entropy_coef * out[kEntropy];
+        }
+        if (grpo && al.kl_coef > 0) {
+          out[kKl] = kl_loss(logp, src[5].index_select(0, i), mask);
+          loss = loss + al.kl_coef * out[kKl];
+        }
+        out[kLoss] = loss;
+        out[kReportedLoss] = pl.loss;
+        out[kClip] = pl.clip_fraction;
+        out[kApproxKl] = pl.approx_kl;
+        return out;
+      });
 }
 
 UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,
@@ -141,20 +165,23 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                           uint64_t seed) {
   const auto dev = critic.model->device();
   const RolloutBatch on_dev = on_device(batch, dev);
-  const auto old_v = old_values.to(dev), ret = returns.to(dev);
+  std::vector<torch::Tensor> sources{on_dev.sequences, on_dev.attention_mask, on_dev.action_mask,
+                                     old_values.to(dev), returns.to(dev)};
+  const double value_clip = config.algorithm.value_clip;
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
-                     [&](const torch::Tensor& index, Totals& t) -> torch::Tensor {
-                       if (index.numel() == 0) return empty_turn(*critic.model);
-                       RolloutBatch b = select_rows(on_dev, index);
-                       const auto& i = index;
+                     std::move(sources),
+                     [&critic, value_clip](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                       if (i.numel() == 0) return empty_turn(*critic.model);
+                       const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
                        auto mask = b.action_mask.to(torch::kFloat32);
                        auto values = action_values(*critic.model, b);
-                       auto vl = ppo_value_loss(values, old_v.index_select(0, i), ret.index_select(0, i), mask,
-                                                config.algorithm.value_clip);
-                       Totals::add(t.loss, vl.loss);
-                       Totals::add(t.clip, vl.clip_fraction);
-                       ++t.micro;
-                       return vl.loss;
+                       auto vl = ppo_value_loss(values, src[3].index_select(0, i), src[4].index_select(0, i), mask,
+                                                value_clip);
+                       std::vector<torch::Tensor> out(kSlots);
+                       out[kLoss] = vl.loss;
+                       out[kReportedLoss] = vl.loss;
+                       out[kClip] = vl.clip_fraction;
+                       return out;
                      });
 }
 

@@ -238,6 +238,20 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   return t;
 }
 
+// A trained model whose micro-batch runs as a CUDA graph (train.cuda_graphs, StepGraph): one
+// rank, nothing offloaded, one micro-batch per optimizer step, on a GPU. The graph keeps its
+// train-phase working set reserved through every other phase.
+bool graphed(const RoleModel& m, const Config& cfg, bool gpu) {
+  return gpu && cfg.train.cuda_graphs && m.spec->trained && m.layout.W == 1 && !m.section->offload_params &&
+         cfg.train.micro_batch >= cfg.algorithm.minibatch;
+}
+
+std::uint64_t sum_bytes(const std::vector<MemoryTerm>& terms) {
+  std::uint64_t n = 0;
+  for (const auto& t : terms) n += t.bytes;
+  return n;
+}
+
 // A forward without graph through one block of `tokens` tokens in sequences of length T.
 double no_grad_block(const RoleModel& m, double batch, double T) {
   const ModelConfig& c = m.spec->config;
@@ -307,6 +321,9 @@ std::uint64_t host_memory() {
 
 void resolve_device_memory(MemoryPlan& p) {
   const Config& c = p.config;
+  // Planned for a GPU unless the run is on the CPU: dist.device = cpu, or auto where this
+  // host has no GPU and the deck names no device memory to plan for.
+  p.on_gpu = c.dist.device != "cpu";
   if (c.dist.device_memory > 0) {
     p.device_memory = c.dist.device_memory;
     p.device_memory_source = "dist.device_memory, " + c.deck.where("dist.device_memory");
@@ -321,12 +338,14 @@ void resolve_device_memory(MemoryPlan& p) {
       if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
         p.device_memory = prop.totalGlobalMem;
         p.device_memory_source = std::string("GPU 0, ") + prop.name;
+        p.on_gpu = true;
         return;
       }
     }
     cudaGetLastError();
   }
 #endif
+  p.on_gpu = c.dist.device == "cuda";
   const int per_node = p.ranks_per_node > 0 ? p.ranks_per_node : p.world_size;
   p.device_memory = host_memory() / static_cast<std::uint64_t>(std::max(1, per_node));
   p.device_memory_source = "host memory / " + std::to_string(per_node) + " rank" + (per_node == 1 ? "" : "s") +
@@ -400,8 +419,13 @@ void plan_ranks(MemoryPlan& p) {
         ph.name = phase;
         ph.active = active;
         for (Role other : held) {
-          auto terms = persistent_terms(models[static_cast<int>(other)], other != active && p.park_idle);
+          const RoleModel& o = models[static_cast<int>(other)];
+          auto terms = persistent_terms(o, other != active && p.park_idle);
           ph.terms.insert(ph.terms.end(), terms.begin(), terms.end());
+          // Its train phase's working set, in its CUDA graph's pool (the train phase's own terms
+          // are that pool while it trains).
+          if (graphed(o, cfg, p.on_gpu) && !(other == active && phase == "train"))
+            ph.terms.push_back({"train graph", other, sum_bytes(train_terms(o, cfg)), Where::device});
         }
         std::vector<MemoryTerm> transient = phase == "train"      ? train_terms(m, cfg)
                                             : phase == "generate" ? generate_terms(m, cfg)
@@ -471,6 +495,7 @@ MemoryPlan replan(const MemoryPlan& base, const Config& config, int world_size) 
   p.ranks_per_node = base.ranks_per_node;
   p.device_memory = base.device_memory;
   p.device_memory_source = base.device_memory_source;
+  p.on_gpu = base.on_gpu;
   p.specs = base.specs;
   p.unit_params = base.unit_params;
   p.placement = make_placement(config.placement, world_size, config.deck);
@@ -718,7 +743,17 @@ int largest_fitting(int from, const std::function<bool(int)>& fits) {
   return 0;
 }
 
-// Single knobs that make `role` fit, best first: a smaller micro-batch (same math, less
+// Whether any rank's plan holds a training graph's pool (the knob that drops them matters).
+bool counts_train_graphs(const MemoryPlan& plan) {
+  for (const auto& rank : plan.ranks)
+    for (const auto& role : rank.roles)
+      for (const auto& phase : role.phases)
+        for (const auto& t : phase.terms)
+          if (t.name == "train graph") return true;
+  return false;
+}
+
+// Single knobs that make `role` fit, best first: no training graphs, a smaller micro-batch (same math, less
 // throughput), checkpointing (a third more compute), a smaller rollout batch, offloading the
 // optimizer (the step runs on the CPU), more ranks (more hardware), offloading parameters (a
 // host->device copy of every block in every pass).
@@ -746,6 +781,12 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
     });
     if (v > 0) out.push_back(best);
   };
+  // The training graphs' pools: launches cost the host again, the math is the same.
+  if (counts_train_graphs(base)) {
+    Config c = c0;
+    c.train.cuda_graphs = false;
+    out.push_back(attempt(base, c, w0, role, "--set train.cuda_graphs=false"));
+  }
   if (trained) try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
   if (trained) try_flag("reshard_after_forward", &ModelSectionConfig::reshard_after_forward);
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
@@ -790,6 +831,11 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     last = attempt(base, c, w, role, text);
     return last.ok;
   };
+  if (counts_train_graphs(base)) {
+    c.train.cuda_graphs = false;
+    text = "--set train.cuda_graphs=false";
+    if (check()) return last;
+  }
   const bool trained = is_trained(role);
   ModelSectionConfig& sec = section_of(c, role);
   std::vector<std::pair<const char*, bool ModelSectionConfig::*>> flags;

@@ -449,6 +449,25 @@ void ShardedModel::zero_grad() {
   for (auto& k : kept_) k.clear();
 }
 
+bool ShardedModel::graphable() const {
+  return resident_ && options_.trainable && device_.is_cuda() && !parked_;
+}
+
+ShardedModel::KeptGradients ShardedModel::kept_gradients() const {
+  QUARTET_CHECK(keep_returned_ && reductions_.empty() && !root_held_,
+                "sharded model: kept_gradients() outside a one-rank step's first micro-batch");
+  return KeptGradients{kept_, grad_fresh_};
+}
+
+void ShardedModel::restore_kept_gradients(const KeptGradients& g) {
+  QUARTET_CHECK(keep_returned_ && !root_held_ && g.kept.size() == kept_.size() && g.fresh.size() == grad_fresh_.size(),
+                "sharded model: restore_kept_gradients() needs gradients kept as returned and the model's units");
+  for (size_t u = 0; u < grad_fresh_.size(); ++u)
+    QUARTET_CHECK(grad_fresh_[u], "sharded model: restore_kept_gradients() after a gradient since zero_grad()");
+  kept_ = g.kept;
+  grad_fresh_ = g.fresh;
+}
+
 void ShardedModel::gather_full() {
   for (size_t u = 0; u < layout_.size(); ++u) gather(u);
   for (size_t u = 0; u < layout_.size(); ++u) ensure(u);
@@ -483,6 +502,7 @@ void ShardedModel::park() {
     if (resident_) state_[u] = State::freed;
   }
   parked_ = true;
+  ++storage_version_;
 }
 
 std::vector<torch::Tensor> ShardedModel::parked_or_live() const {
@@ -503,6 +523,7 @@ void ShardedModel::unpark() {
   }
   parked_shards_.clear();
   parked_ = false;
+  ++storage_version_;
 }
 
 NamedTensors ShardedModel::full_state() {

@@ -449,3 +449,61 @@ TEST(MemoryPlan, FoundingDeckIsGptJ6B) {
   // Eight A100-40GB: the trained models do not fit as they are.
   EXPECT_FALSE(p.fits());
 }
+
+TEST(MemoryPlan, TrainGraphsKeepTheTrainWorkingSetThroughEveryPhase) {
+  const std::string sizes = "hidden = 128\nlayers = 4\nheads = 4\nvocab = 1000\n";
+  // One micro-batch per optimizer step (train.micro_batch = algorithm.minibatch = 8), each
+  // trained model alone on its rank: graphed on a GPU (device_memory names one).
+  const std::string text = deck_text("llama", "actor = 1\ncritic = 1\n", "[train]\nmicro_batch = 8\n", sizes);
+  MemoryPlan on = make_memory_plan(parse(text), 2);
+  MemoryPlan off = make_memory_plan(parse(text, {"train.cuda_graphs=false"}), 2);
+  ASSERT_TRUE(on.on_gpu);
+  auto graph_bytes = [](const PhasePlan& ph) {
+    std::uint64_t n = 0;
+    for (const auto& t : ph.terms)
+      if (t.name == "train graph") n += t.bytes;
+    return n;
+  };
+  for (Role role : {Role::actor, Role::critic}) {
+    const RolePlan& a = role_plan(on, role == Role::actor ? 0 : 1, role);
+    const RolePlan& b = role_plan(off, role == Role::actor ? 0 : 1, role);
+    // The graph's pool is the train phase's working set.
+    std::uint64_t working = 0;
+    for (const auto& ph : a.phases)
+      if (ph.name == "train")
+        for (const auto& t : ph.terms)
+          if (t.name == "gathered parameters" || t.name == "gradient buffers" || t.name == "activations" ||
+              t.name == "logits")
+            working += t.bytes;
+    ASSERT_GT(working, 0u);
+    ASSERT_EQ(a.phases.size(), b.phases.size());
+    for (size_t i = 0; i < a.phases.size(); ++i) {
+      const std::uint64_t expected = a.phases[i].name == "train" ? 0 : working;
+      EXPECT_EQ(graph_bytes(a.phases[i]), expected) << role_name(role) << " " << a.phases[i].name;
+      EXPECT_EQ(a.phases[i].device_bytes(), b.phases[i].device_bytes() + expected) << a.phases[i].name;
+      EXPECT_EQ(graph_bytes(b.phases[i]), 0u);
+    }
+  }
+  // Not graphed: several micro-batches a step, or the CPU.
+  for (const auto& o : std::vector<std::vector<std::string>>{{"train.micro_batch=4"}, {"dist.device=cpu"}}) {
+    MemoryPlan p = make_memory_plan(parse(text, o), 2);
+    for (const auto& rank : p.ranks)
+      for (const auto& r : rank.roles)
+        for (const auto& ph : r.phases) EXPECT_EQ(graph_bytes(ph), 0u) << o[0];
+  }
+  // A device on which only the ungraphed plan fits: the error names the key.
+  auto usable_at = [&](double bytes) {
+    return static_cast<double>(
+        make_memory_plan(parse(text, {"dist.device_memory=" + std::to_string(static_cast<long long>(bytes))}), 2).usable);
+  };
+  const double u1 = usable_at(40e9), u2 = usable_at(80e9), slope = (u2 - u1) / 40e9, offset = u2 - slope * 80e9;
+  const RolePlan& a_on = role_plan(on, 0, Role::actor);
+  const RolePlan& a_off = role_plan(off, 0, Role::actor);
+  ASSERT_GT(a_on.peak, a_off.peak);
+  const double target = (static_cast<double>(a_on.peak) + static_cast<double>(a_off.peak)) / 2;
+  MemoryPlan over = make_memory_plan(
+      parse(text, {"dist.device_memory=" + std::to_string(static_cast<long long>((target - offset) / slope))}), 2);
+  ASSERT_FALSE(over.fits()) << format_plan(over);
+  const std::string e = error_of([&] { check_plan(over); });
+  EXPECT_NE(e.find("--set train.cuda_graphs=false"), std::string::npos) << e;
+}

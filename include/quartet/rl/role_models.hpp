@@ -12,6 +12,7 @@
 #include "quartet/model/tokenizer.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
+#include "quartet/shard/step_graph.hpp"
 
 namespace quartet {
 
@@ -19,6 +20,9 @@ struct RoleModel {
   ModelSpec spec;
   std::unique_ptr<ShardedModel> model;
   std::unique_ptr<ShardedAdamW> optimizer;  // trained roles only
+  // A one-rank GPU model's training micro-batch as a CUDA graph (train.cuda_graphs), made by its
+  // first update; declared after the model, so it goes first.
+  std::unique_ptr<StepGraph> step_graph;
   Collectives* group = nullptr;
   MPI_Comm comm = MPI_COMM_NULL;  // the same group as an MPI communicator (checkpoint files)
 };

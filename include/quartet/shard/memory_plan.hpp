@@ -42,6 +42,9 @@
 // Score phase (every model: reference and actor log-probs, reward scores, critic values): a
 // forward without graph over r sequences of T: root + 2 blocks gathered, one block's working
 // set, and for causal_lm the logits r T V (b + 4) (the dtype's and their float32 copy).
+// Train graph (train.cuda_graphs): a trained model alone on its GPU, with one micro-batch per
+// optimizer step, runs it as a CUDA graph whose pool keeps the train phase's working set
+// (gathered parameters, gradient buffers, activations, logits) reserved in every other phase.
 // Communication: one NCCL communicator per rank (colocated roles share it): kNcclBytes; plus the
 // MPI exchange of rollouts r T (8 ids + 8 mask + 4 log-prob) bytes, sent and received.
 //
@@ -128,6 +131,7 @@ struct MemoryPlan {
   std::uint64_t device_memory = 0;  // bytes
   std::string device_memory_source; // "dist.device_memory", "GPU 0 (NVIDIA H200)", "host memory / 8 ranks"
   std::uint64_t usable = 0;         // device_memory after the safety margin and the CUDA context
+  bool on_gpu = false;              // the ranks run on GPUs (dist.device, or what the plan found)
   std::array<bool, kNumRoles> has_model{};           // a role placed with a model to plan
   std::array<ModelSpec, kNumRoles> specs;            // valid where has_model
   std::array<std::vector<std::int64_t>, kNumRoles> unit_params;  // n_u per role

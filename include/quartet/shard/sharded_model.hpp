@@ -19,6 +19,7 @@
 // zero_grad().
 #include <torch/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -119,6 +120,20 @@ class ShardedModel {
   const std::vector<std::vector<torch::Tensor>>* gradients_as_returned() const {
     return keep_returned_ ? &kept_ : nullptr;
   }
+  // One rank, captured as a CUDA graph (shard/step_graph.hpp): the step's kept gradients as a
+  // captured micro-batch left them, set back after each replay (which rewrites those tensors in
+  // place) as if that micro-batch had run here. `graphable()`: the model whose micro-batches can
+  // be captured (one rank, on a GPU, every unit resident, gradients kept as returned);
+  // `storage_version()` changes whenever the parameters move (park, unpark), which a captured
+  // graph's addresses would not follow.
+  struct KeptGradients {
+    std::vector<std::vector<torch::Tensor>> kept;
+    std::vector<bool> fresh;
+  };
+  bool graphable() const;
+  KeptGradients kept_gradients() const;
+  void restore_kept_gradients(const KeptGradients& g);
+  std::uint64_t storage_version() const { return storage_version_; }
   // Frees every gathered unit that nothing else keeps (reshard_after_forward = false keeps
   // them through a step's micro-batches).
   void reshard();
@@ -181,6 +196,7 @@ class ShardedModel {
   bool root_held_ = false;
   bool step_kept_ = false;  // reshard_after_forward = false: gathered units kept until reshard()
   bool parked_ = false;
+  std::uint64_t storage_version_ = 0;
 
   friend struct Internals;
 };

@@ -1,0 +1,192 @@
+// Training micro-batches as CUDA graphs (shard/step_graph.hpp) change nothing but how the work
+// is launched: the policy and value updates of a one-rank bf16 model on a GPU, with
+// train.cuda_graphs on and off from the same weights and rollouts, over several phases (new
+// rollouts each time, so a replay must read the phase's inputs, not the captured ones; a new
+// width, so the graph must be captured again), give the same weights bit for bit and the same
+// statistics. Without a GPU the graphs do not apply, which is checked too.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/core/config.hpp"
+#include "quartet/dist/collectives.hpp"
+#include "quartet/dist/device.hpp"
+#include "quartet/model/model_config.hpp"
+#include "quartet/rl/role_models.hpp"
+#include "quartet/rl/updates.hpp"
+#include "quartet/shard/sharded_adamw.hpp"
+#include "quartet/shard/step_graph.hpp"
+#include "test_main.hpp"
+
+using namespace quartet;
+
+namespace {
+
+constexpr int64_t kVocab = 96, kRows = 16, kPrompt = 12;
+
+ModelConfig small_llama() {
+  ModelConfig m;
+  m.model_type = "llama";
+  m.vocab_size = kVocab;
+  m.hidden_size = 128;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.intermediate_size = 256;
+  m.max_positions = 128;
+  m.activation = "silu";
+  m.complete("test config");
+  return m;
+}
+
+Config update_config(bool graphs) {
+  const std::string text =
+      "[algorithm]\nminibatch = 4\nepochs = 2\n"
+      "entropy_coef = 0.01\n"  // one more statistic through the graph
+      "[train]\nmicro_batch = 4\n"
+      "[model.actor]\nlr = 1e-3\n[model.critic]\nlr = 1e-3\n";
+  return load_config(
+      Deck("step_graph.deck", text, {std::string("train.cuda_graphs=") + (graphs ? "true" : "false")}, deck_schema()));
+}
+
+// A phase's inputs, drawn from `seed`: kRows rollouts of `actions` tokens after the prompt,
+// some stopped early (masked), with old log-probs, advantages and returns.
+struct Phase {
+  RolloutBatch batch;
+  torch::Tensor old_logp, advantages, old_values, returns;
+};
+
+Phase phase(uint64_t seed, int64_t actions, torch::Device dev) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  const int64_t T = kPrompt + actions;
+  Phase p;
+  p.batch.sequences = torch::randint(1, kVocab, {kRows, T}, gen, torch::kLong);
+  p.batch.attention_mask = torch::ones({kRows, T}, torch::kLong);
+  p.batch.action_mask = torch::ones({kRows, actions}, torch::kLong);
+  for (int64_t r = 0; r < kRows; r += 3) {  // every third row stops after r % actions + 1 actions
+    const int64_t keep = r % actions + 1;
+    p.batch.attention_mask[r].narrow(0, kPrompt + keep, actions - keep).fill_(0);
+    p.batch.action_mask[r].narrow(0, keep, actions - keep).fill_(0);
+  }
+  p.old_logp = -torch::rand({kRows, actions}, gen) * 5;
+  p.advantages = torch::randn({kRows, actions}, gen);
+  p.old_values = torch::randn({kRows, actions}, gen);
+  p.returns = torch::randn({kRows, actions}, gen);
+  p.batch = on_device(p.batch, dev);
+  p.old_logp = p.old_logp.to(dev);
+  p.advantages = p.advantages.to(dev);
+  p.old_values = p.old_values.to(dev);
+  p.returns = p.returns.to(dev);
+  return p;
+}
+
+struct Trained {
+  std::vector<torch::Tensor> actor, critic;  // parameter shards after the phases, on the CPU
+  std::vector<UpdateStats> policy, value;
+  int captures = 0, replays = 0;
+};
+
+std::unique_ptr<RoleModel> role_model(Collectives& group, Head head, uint64_t seed, const Config& c, double lr) {
+  auto rm = std::make_unique<RoleModel>();
+  ShardOptions so;
+  so.dtype = torch::kBFloat16;
+  rm->model = std::make_unique<ShardedModel>(small_llama(), head, group, so,
+                                             source_random(small_llama(), seed, group.device()));
+  AdamWOptions ao;
+  ao.lr = lr;
+  ao.beta2 = c.train.adam_beta2;
+  ao.max_grad_norm = c.train.max_grad_norm;
+  rm->optimizer = std::make_unique<ShardedAdamW>(*rm->model, ao);
+  return rm;
+}
+
+// The phases: widths 20, 20, 28 (a new graph), 20 (the first width again: a new graph too).
+Trained train(Collectives& group, bool graphs) {
+  const Config c = update_config(graphs);
+  auto actor = role_model(group, Head::causal_lm, 11, c, c.actor.lr);
+  auto critic = role_model(group, Head::token_value, 12, c, c.critic.lr);
+  Trained out;
+  int64_t actor_step = 0, critic_step = 0;
+  const std::vector<int64_t> widths{20, 20, 28, 20};
+  for (size_t k = 0; k < widths.size(); ++k) {
+    const Phase p = phase(100 + k, widths[k] - kPrompt, group.device());
+    PolicyTargets tg;
+    tg.batch = p.batch;
+    tg.old_logp = p.old_logp;
+    tg.advantages = p.advantages;
+    tg.view = SamplingView{kVocab - 6, 0.9};
+    out.policy.push_back(update_policy(*actor, tg, c, &actor_step, 64, 5 + k));
+    out.value.push_back(update_critic(*critic, p.batch, p.old_values, p.returns, c, &critic_step, 64, 9 + k));
+  }
+  for (const auto& s : actor->model->current_shards()) out.actor.push_back(s.to(torch::kCPU));
+  for (const auto& s : critic->model->current_shards()) out.critic.push_back(s.to(torch::kCPU));
+  for (auto* rm : {actor.get(), critic.get()})
+    if (rm->step_graph) {
+      out.captures += rm->step_graph->captures();
+      out.replays += rm->step_graph->replays();
+    }
+  return out;
+}
+
+void expect_same_stats(const UpdateStats& a, const UpdateStats& b, const std::string& what) {
+  EXPECT_EQ(a.loss, b.loss) << what;
+  EXPECT_EQ(a.clip_fraction, b.clip_fraction) << what;
+  EXPECT_EQ(a.approx_kl, b.approx_kl) << what;
+  EXPECT_EQ(a.entropy, b.entropy) << what;
+  EXPECT_EQ(a.grad_norm, b.grad_norm) << what;
+  EXPECT_EQ(a.steps, b.steps) << what;
+}
+
+TEST(StepGraph, GraphedUpdatesEqualEagerOnesBitForBit) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "no GPU: the graphs apply on GPUs only (checked below)";
+  const auto dev = select_device("cuda", test::world().local_rank());
+  (void)dev;
+  auto group = make_nccl_collectives("step_graph", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  const Trained eager = train(*group, false);
+  const Trained graphed = train(*group, true);
+  EXPECT_EQ(eager.captures + eager.replays, 0);
+  // Per model: widths 20, 28, 20 each start a graph (an eager micro-batch, then a capture);
+  // 4 phases x 2 epochs x 4 minibatches = 32 steps, of which 3 warm-ups and 29 replays.
+  EXPECT_EQ(graphed.captures, 2 * 3);
+  EXPECT_EQ(graphed.replays, 2 * 29);
+  for (size_t k = 0; k < eager.policy.size(); ++k) {
+    expect_same_stats(eager.policy[k], graphed.policy[k], "policy update, phase " + std::to_string(k));
+    expect_same_stats(eager.value[k], graphed.value[k], "value update, phase " + std::to_string(k));
+  }
+  EXPECT_GT(eager.policy.back().entropy, 0.0);
+  ASSERT_EQ(eager.actor.size(), graphed.actor.size());
+  for (size_t u = 0; u < eager.actor.size(); ++u)
+    EXPECT_TRUE(torch::equal(eager.actor[u], graphed.actor[u])) << "actor unit " << u;
+  for (size_t u = 0; u < eager.critic.size(); ++u)
+    EXPECT_TRUE(torch::equal(eager.critic[u], graphed.critic[u])) << "critic unit " << u;
+  // And the updates did move the weights (a graph that never ran would leave them).
+  const Config c = update_config(false);
+  auto fresh = role_model(*group, Head::causal_lm, 11, c, c.actor.lr);
+  bool moved = false;
+  for (size_t u = 0; u < eager.actor.size(); ++u)
+    moved = moved || !torch::equal(fresh->model->current_shards()[u].to(torch::kCPU), graphed.actor[u]);
+  EXPECT_TRUE(moved);
+}
+
+TEST(StepGraph, NotOnTheCpu) {
+  auto group = make_mpi_collectives("step_graph_cpu", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  const Config c = update_config(true);
+  auto actor = role_model(*group, Head::causal_lm, 11, c, c.actor.lr);
+  EXPECT_FALSE(actor->model->graphable());
+  EXPECT_FALSE(StepGraph::applies(*actor->model));
+  // The update runs eagerly there, and makes no graph.
+  const Phase p = phase(1, 8, torch::kCPU);
+  PolicyTargets tg;
+  tg.batch = p.batch;
+  tg.old_logp = p.old_logp;
+  tg.advantages = p.advantages;
+  int64_t step = 0;
+  const UpdateStats s = update_policy(*actor, tg, c, &step, 8, 3);
+  EXPECT_EQ(s.steps, 8);
+  EXPECT_EQ(actor->step_graph, nullptr);
+}
+
+}  // namespace
