@@ -413,6 +413,7 @@ void ShardedModel::land(size_t u, const std::vector<torch::Tensor>& grads, bool 
 void ShardedModel::land_kept_gradients() {
   if (!keep_returned_) return;
   keep_returned_ = false;
+  ++storage_version_;  // a captured step wrote the kept tensors; it must now write the shards
   for (size_t u = 0; u < kept_.size(); ++u) {
     if (kept_[u].empty()) continue;  // no gradient: zeroed when read, if it stays so
     land(u, kept_[u], /*add=*/false);
@@ -454,14 +455,15 @@ bool ShardedModel::graphable() const {
 }
 
 ShardedModel::KeptGradients ShardedModel::kept_gradients() const {
-  QUARTET_CHECK(keep_returned_ && reductions_.empty() && !root_held_,
-                "sharded model: kept_gradients() outside a one-rank step's first micro-batch");
-  return KeptGradients{kept_, grad_fresh_};
+  QUARTET_CHECK(group_.size() == 1 && reductions_.empty() && !root_held_,
+                "sharded model: kept_gradients() outside a one-rank step");
+  return KeptGradients{keep_returned_, kept_, grad_fresh_};
 }
 
 void ShardedModel::restore_kept_gradients(const KeptGradients& g) {
-  QUARTET_CHECK(keep_returned_ && !root_held_ && g.kept.size() == kept_.size() && g.fresh.size() == grad_fresh_.size(),
-                "sharded model: restore_kept_gradients() needs gradients kept as returned and the model's units");
+  QUARTET_CHECK(g.kept_as_returned == keep_returned_ && !root_held_ && g.kept.size() == kept_.size() &&
+                    g.fresh.size() == grad_fresh_.size(),
+                "sharded model: restore_kept_gradients() from another gradient mode or model");
   for (size_t u = 0; u < grad_fresh_.size(); ++u)
     QUARTET_CHECK(grad_fresh_[u], "sharded model: restore_kept_gradients() after a gradient since zero_grad()");
   kept_ = g.kept;

@@ -3,7 +3,9 @@
 // train.cuda_graphs on and off from the same weights and rollouts, over several phases (new
 // rollouts each time, so a replay must read the phase's inputs, not the captured ones; a new
 // width, so the graph must be captured again), give the same weights bit for bit and the same
-// statistics. Without a GPU the graphs do not apply, which is checked too.
+// statistics, with quartet's AdamW kernel (which reads the gradients where autograd left them)
+// and with ATen's (which reads the float32 shards). Without a GPU the graphs do not apply,
+// which is checked too.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -17,6 +19,7 @@
 #include "quartet/model/model_config.hpp"
 #include "quartet/rl/role_models.hpp"
 #include "quartet/rl/updates.hpp"
+#include "quartet/shard/adamw_kernel.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/step_graph.hpp"
 #include "test_main.hpp"
@@ -140,18 +143,7 @@ void expect_same_stats(const UpdateStats& a, const UpdateStats& b, const std::st
   EXPECT_EQ(a.steps, b.steps) << what;
 }
 
-TEST(StepGraph, GraphedUpdatesEqualEagerOnesBitForBit) {
-  if (cuda_device_count() < 1) GTEST_SKIP() << "no GPU: the graphs apply on GPUs only (checked below)";
-  const auto dev = select_device("cuda", test::world().local_rank());
-  (void)dev;
-  auto group = make_nccl_collectives("step_graph", {test::world().rank()}, MPI_COMM_SELF, nullptr);
-  const Trained eager = train(*group, false);
-  const Trained graphed = train(*group, true);
-  EXPECT_EQ(eager.captures + eager.replays, 0);
-  // Per model: widths 20, 28, 20 each start a graph (an eager micro-batch, then a capture);
-  // 4 phases x 2 epochs x 4 minibatches = 32 steps, of which 3 warm-ups and 29 replays.
-  EXPECT_EQ(graphed.captures, 2 * 3);
-  EXPECT_EQ(graphed.replays, 2 * 29);
+void expect_same_training(const Trained& eager, const Trained& graphed) {
   for (size_t k = 0; k < eager.policy.size(); ++k) {
     expect_same_stats(eager.policy[k], graphed.policy[k], "policy update, phase " + std::to_string(k));
     expect_same_stats(eager.value[k], graphed.value[k], "value update, phase " + std::to_string(k));
@@ -162,13 +154,50 @@ TEST(StepGraph, GraphedUpdatesEqualEagerOnesBitForBit) {
     EXPECT_TRUE(torch::equal(eager.actor[u], graphed.actor[u])) << "actor unit " << u;
   for (size_t u = 0; u < eager.critic.size(); ++u)
     EXPECT_TRUE(torch::equal(eager.critic[u], graphed.critic[u])) << "critic unit " << u;
+}
+
+class StepGraphGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() < 1) GTEST_SKIP() << "no GPU: the graphs apply on GPUs only (NotOnTheCpu checks that)";
+    select_device("cuda", test::world().local_rank());
+    group_ = make_nccl_collectives("step_graph", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  }
+  void TearDown() override { set_adamw_kernel(adamw_kernel_was_); }
+  std::unique_ptr<Collectives> group_;
+  const bool adamw_kernel_was_ = adamw_kernel_enabled();
+};
+
+TEST_F(StepGraphGpu, GraphedUpdatesEqualEagerOnesBitForBit) {
+  const Trained eager = train(*group_, false);
+  const Trained graphed = train(*group_, true);
+  EXPECT_EQ(eager.captures + eager.replays, 0);
+  // Per model: widths 20, 28, 20 each start a graph (an eager micro-batch, then a capture);
+  // 4 phases x 2 epochs x 4 minibatches = 32 steps, of which 3 warm-ups and 29 replays.
+  EXPECT_EQ(graphed.captures, 2 * 3);
+  EXPECT_EQ(graphed.replays, 2 * 29);
+  expect_same_training(eager, graphed);
   // And the updates did move the weights (a graph that never ran would leave them).
   const Config c = update_config(false);
-  auto fresh = role_model(*group, Head::causal_lm, 11, c, c.actor.lr);
+  auto fresh = role_model(*group_, Head::causal_lm, 11, c, c.actor.lr);
   bool moved = false;
   for (size_t u = 0; u < eager.actor.size(); ++u)
     moved = moved || !torch::equal(fresh->model->current_shards()[u].to(torch::kCPU), graphed.actor[u]);
   EXPECT_TRUE(moved);
+}
+
+// ATen's AdamW reads the float32 gradient shards, so the gradients stop being kept as autograd
+// returned them after the first step: the graph captured before that is dropped, and the next
+// one writes the shards.
+TEST_F(StepGraphGpu, GraphedUpdatesWriteTheFloat32ShardsForAtensAdamW) {
+  set_adamw_kernel(false);
+  const Trained eager = train(*group_, false);
+  const Trained graphed = train(*group_, true);
+  // Per model: the first phase warms up twice (the second time in the shards' mode), the
+  // widths 28 and 20 once each: 4 eager steps, 3 captures, 28 replays.
+  EXPECT_EQ(graphed.captures, 2 * 3);
+  EXPECT_EQ(graphed.replays, 2 * 28);
+  expect_same_training(eager, graphed);
 }
 
 TEST(StepGraph, NotOnTheCpu) {

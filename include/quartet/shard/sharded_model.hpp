@@ -120,13 +120,15 @@ class ShardedModel {
   const std::vector<std::vector<torch::Tensor>>* gradients_as_returned() const {
     return keep_returned_ ? &kept_ : nullptr;
   }
-  // One rank, captured as a CUDA graph (shard/step_graph.hpp): the step's kept gradients as a
-  // captured micro-batch left them, set back after each replay (which rewrites those tensors in
-  // place) as if that micro-batch had run here. `graphable()`: the model whose micro-batches can
-  // be captured (one rank, on a GPU, every unit resident, gradients kept as returned);
-  // `storage_version()` changes whenever the parameters move (park, unpark), which a captured
-  // graph's addresses would not follow.
+  // One rank, captured as a CUDA graph (shard/step_graph.hpp): which units a captured
+  // micro-batch reached and, while gradients are kept as returned, the tensors it left them in;
+  // set back after each replay (which rewrites those tensors, or the float32 shards, in place)
+  // as if that micro-batch had run here. `graphable()`: the model whose micro-batches can be
+  // captured (one rank, on a GPU, every unit resident). `storage_version()` changes whenever a
+  // captured graph would write or read the wrong memory: the parameters move (park, unpark) or
+  // gradients stop being kept as returned.
   struct KeptGradients {
+    bool kept_as_returned = false;
     std::vector<std::vector<torch::Tensor>> kept;
     std::vector<bool> fresh;
   };
