@@ -34,7 +34,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] Dtypes/DecodeKernels" | sed "s/^/GPU kernel unit tests passed: /"
   sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (Settings/AdamWKernel|Dtypes/RotaryKernel|Dtypes/SwigluKernel)" |
     sed "s/^/GPU training-kernel tests passed: /"
-  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] StepGraphGpu\." |
+  sed 's/\x1b\[[0-9;]*m//g' "$OUT/ctest.log" | grep -cE "OK \] (StepGraphGpu|Models/StepGraphFamilies)\." |
     sed "s/^/GPU training-graph-vs-eager tests passed: /"
   grep -E "FAILED|Failure" "$OUT/ctest.log" | head -20
   t tests

@@ -1,11 +1,11 @@
 // Training micro-batches as CUDA graphs (shard/step_graph.hpp) change nothing but how the work
-// is launched: the policy and value updates of a one-rank bf16 model on a GPU, with
-// train.cuda_graphs on and off from the same weights and rollouts, over several phases (new
-// rollouts each time, so a replay must read the phase's inputs, not the captured ones; a new
-// width, so the graph must be captured again), give the same weights bit for bit and the same
-// statistics, with quartet's AdamW kernel (which reads the gradients where autograd left them)
-// and with ATen's (which reads the float32 shards). Without a GPU the graphs do not apply,
-// which is checked too.
+// is launched. The policy and value updates of one-rank bf16 models on a GPU (each family, two
+// recomputing their blocks in backward), with train.cuda_graphs on and off from the same weights
+// and rollouts, over several phases (new rollouts each time, so a replay must read the phase's
+// inputs, not the captured ones; a new width, so the graph must be captured again), give the
+// same weights bit for bit and the same statistics, with quartet's AdamW kernel (which reads
+// the gradients where autograd left them) and with ATen's (which reads the float32 shards).
+// Without a GPU the graphs do not apply, which is checked too.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -30,20 +30,29 @@ namespace {
 
 constexpr int64_t kVocab = 96, kRows = 16, kPrompt = 12;
 
-ModelConfig small_llama() {
+// A model of each family the engine trains; one recomputes its blocks in backward.
+struct Family {
+  const char* model_type;
+  bool tied, checkpointing;
+};
+
+ModelConfig small_model(const Family& f) {
   ModelConfig m;
-  m.model_type = "llama";
+  m.model_type = f.model_type;
   m.vocab_size = kVocab;
   m.hidden_size = 128;
   m.num_layers = 2;
   m.num_heads = 4;
-  m.num_kv_heads = 2;
+  m.num_kv_heads = std::string(f.model_type) == "llama" ? 2 : 4;
   m.intermediate_size = 256;
   m.max_positions = 128;
-  m.activation = "silu";
+  m.tie_word_embeddings = f.tied;
+  m.activation = std::string(f.model_type) == "llama" ? "silu" : "gelu_new";
   m.complete("test config");
   return m;
 }
+
+const Family kLlama{"llama", false, false};
 
 Config update_config(bool graphs) {
   const std::string text =
@@ -74,6 +83,7 @@ Phase phase(uint64_t seed, int64_t actions, torch::Device dev) {
     p.batch.attention_mask[r].narrow(0, kPrompt + keep, actions - keep).fill_(0);
     p.batch.action_mask[r].narrow(0, keep, actions - keep).fill_(0);
   }
+  for (int64_t r = 1; r < kRows; r += 4) p.batch.attention_mask[r].narrow(0, 0, r % 5).fill_(0);  // left padding
   p.old_logp = -torch::rand({kRows, actions}, gen) * 5;
   p.advantages = torch::randn({kRows, actions}, gen);
   p.old_values = torch::randn({kRows, actions}, gen);
@@ -92,12 +102,14 @@ struct Trained {
   int captures = 0, replays = 0;
 };
 
-std::unique_ptr<RoleModel> role_model(Collectives& group, Head head, uint64_t seed, const Config& c, double lr) {
+std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head head, uint64_t seed, const Config& c,
+                                      double lr) {
   auto rm = std::make_unique<RoleModel>();
   ShardOptions so;
   so.dtype = torch::kBFloat16;
-  rm->model = std::make_unique<ShardedModel>(small_llama(), head, group, so,
-                                             source_random(small_llama(), seed, group.device()));
+  so.checkpointing = f.checkpointing;
+  rm->model = std::make_unique<ShardedModel>(small_model(f), head, group, so,
+                                             source_random(small_model(f), seed, group.device()));
   AdamWOptions ao;
   ao.lr = lr;
   ao.beta2 = c.train.adam_beta2;
@@ -107,10 +119,10 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, Head head, uint64_t se
 }
 
 // The phases: widths 20, 20, 28 (a new graph), 20 (the first width again: a new graph too).
-Trained train(Collectives& group, bool graphs) {
+Trained train(Collectives& group, bool graphs, const Family& f = kLlama) {
   const Config c = update_config(graphs);
-  auto actor = role_model(group, Head::causal_lm, 11, c, c.actor.lr);
-  auto critic = role_model(group, Head::token_value, 12, c, c.critic.lr);
+  auto actor = role_model(group, f, Head::causal_lm, 11, c, c.actor.lr);
+  auto critic = role_model(group, f, Head::token_value, 12, c, c.critic.lr);
   Trained out;
   int64_t actor_step = 0, critic_step = 0;
   const std::vector<int64_t> widths{20, 20, 28, 20};
@@ -168,9 +180,12 @@ class StepGraphGpu : public ::testing::Test {
   const bool adamw_kernel_was_ = adamw_kernel_enabled();
 };
 
-TEST_F(StepGraphGpu, GraphedUpdatesEqualEagerOnesBitForBit) {
-  const Trained eager = train(*group_, false);
-  const Trained graphed = train(*group_, true);
+class StepGraphFamilies : public StepGraphGpu, public ::testing::WithParamInterface<Family> {};
+
+TEST_P(StepGraphFamilies, GraphedUpdatesEqualEagerOnesBitForBit) {
+  const Family& f = GetParam();
+  const Trained eager = train(*group_, false, f);
+  const Trained graphed = train(*group_, true, f);
   EXPECT_EQ(eager.captures + eager.replays, 0);
   // Per model: widths 20, 28, 20 each start a graph (an eager micro-batch, then a capture);
   // 4 phases x 2 epochs x 4 minibatches = 32 steps, of which 3 warm-ups and 29 replays.
@@ -179,12 +194,21 @@ TEST_F(StepGraphGpu, GraphedUpdatesEqualEagerOnesBitForBit) {
   expect_same_training(eager, graphed);
   // And the updates did move the weights (a graph that never ran would leave them).
   const Config c = update_config(false);
-  auto fresh = role_model(*group_, Head::causal_lm, 11, c, c.actor.lr);
+  auto fresh = role_model(*group_, f, Head::causal_lm, 11, c, c.actor.lr);
   bool moved = false;
   for (size_t u = 0; u < eager.actor.size(); ++u)
     moved = moved || !torch::equal(fresh->model->current_shards()[u].to(torch::kCPU), graphed.actor[u]);
   EXPECT_TRUE(moved);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, StepGraphFamilies,
+                         ::testing::Values(Family{"llama", false, false}, Family{"llama", false, true},
+                                           Family{"gpt2", true, false}, Family{"gpt_neox", false, true},
+                                           Family{"gptj", false, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.model_type) + (info.param.tied ? "_tied" : "") +
+                                  (info.param.checkpointing ? "_checkpointed" : "");
+                         });
 
 // ATen's AdamW reads the float32 gradient shards, so the gradients stop being kept as autograd
 // returned them after the first step: the graph captured before that is dropped, and the next
@@ -203,7 +227,7 @@ TEST_F(StepGraphGpu, GraphedUpdatesWriteTheFloat32ShardsForAtensAdamW) {
 TEST(StepGraph, NotOnTheCpu) {
   auto group = make_mpi_collectives("step_graph_cpu", {test::world().rank()}, MPI_COMM_SELF, nullptr);
   const Config c = update_config(true);
-  auto actor = role_model(*group, Head::causal_lm, 11, c, c.actor.lr);
+  auto actor = role_model(*group, kLlama, Head::causal_lm, 11, c, c.actor.lr);
   EXPECT_FALSE(actor->model->graphable());
   EXPECT_FALSE(StepGraph::applies(*actor->model));
   // The update runs eagerly there, and makes no graph.
