@@ -63,17 +63,16 @@ namespace {
 
 // fn() on `side`, ordered after everything queued on `main` so far and before what comes next.
 template <typename Fn>
-auto on_stream(c10::cuda::CUDAStream main, c10::cuda::CUDAStream side, Fn&& fn) {
+void on_stream(c10::cuda::CUDAStream main, c10::cuda::CUDAStream side, Fn&& fn) {
   at::cuda::CUDAEvent ready, done;
   ready.record(main);
   ready.block(side);
-  auto out = [&] {
+  {
     c10::cuda::CUDAStreamGuard guard(side);
-    return fn();
-  }();
+    fn();
+  }
   done.record(side);
   done.block(main);
-  return out;
 }
 
 }  // namespace
@@ -118,7 +117,9 @@ std::vector<torch::Tensor> StepGraph::step(const torch::Tensor& index, const Mic
   if (!captured_) {
     // A new shape: this micro-batch runs eagerly on the stream the next one is captured on.
     captured_ = std::make_unique<Captured>(key, model_.storage_version(), c10::cuda::getStreamFromPool(false, dev));
-    return on_stream(main, captured_->stream, [&] { return eager(sources_, index, fn); });
+    std::vector<torch::Tensor> out;
+    on_stream(main, captured_->stream, [&] { out = eager(sources_, index, fn); });
+    return out;
   }
   Captured& c = *captured_;
   if (!c.graph) {
@@ -130,13 +131,9 @@ std::vector<torch::Tensor> StepGraph::step(const torch::Tensor& index, const Mic
       // Thread-local mode: NCCL's and the watchdog's threads may query their events meanwhile;
       // the autograd engine's thread launches onto this stream and is captured all the same.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      auto out = fn(c.sources, c.index);
-      QUARTET_CHECK(!out.empty() && out[0].defined(), "step graph: the micro-batch returned no loss");
-      model_.backward(out[0]);
+      c.outputs = eager(c.sources, c.index, fn);  // recorded, not run
       graph->capture_end();
-      c.outputs = detached(out);
       c.graph = std::move(graph);
-      return 0;
     });
     c.kept = model_.kept_gradients();
     model_.zero_grad();  // capture ran nothing: the step's gradients come with the first replay
