@@ -615,6 +615,18 @@ std::string format_plan(const MemoryPlan& plan) {
                   p.fits ? "yes" : "NO");
     out << line;
   }
+  // The graphs' pools are no column of their own: they are the train phase's working set, kept.
+  std::array<std::uint64_t, kNumRoles> graph{};
+  for (const auto& rp : plan.ranks)
+    for (const auto& role : rp.roles)
+      for (const auto& ph : role.phases)
+        for (const auto& t : ph.terms)
+          if (t.name == "train graph") graph[static_cast<int>(t.role)] = std::max(graph[static_cast<int>(t.role)], t.bytes);
+  for (Role r : kAllRoles)
+    if (graph[static_cast<int>(r)] > 0)
+      out << "\ntrain graph: the " << role_name(r) << "'s training step runs as a CUDA graph whose "
+          << gib(graph[static_cast<int>(r)]) << " stay reserved in its other phases (train.cuda_graphs)";
+  if (std::any_of(graph.begin(), graph.end(), [](std::uint64_t b) { return b > 0; })) out << "\n";
   if (plan.placement.mode == "colocated")
     out << "\ncolocated: idle models " << (plan.park_idle ? "are parked in host memory" : "stay on the device")
         << " (placement.park = " << plan.config.placement.park << ")\n";

@@ -484,6 +484,10 @@ TEST(MemoryPlan, TrainGraphsKeepTheTrainWorkingSetThroughEveryPhase) {
       EXPECT_EQ(graph_bytes(b.phases[i]), 0u);
     }
   }
+  // The table names the graphs, which have no column of their own.
+  EXPECT_NE(format_plan(on).find("train graph: the actor's"), std::string::npos) << format_plan(on);
+  EXPECT_NE(format_plan(on).find("train graph: the critic's"), std::string::npos) << format_plan(on);
+  EXPECT_EQ(format_plan(off).find("train graph"), std::string::npos) << format_plan(off);
   // Not graphed: several micro-batches a step, or the CPU.
   for (const auto& o : std::vector<std::vector<std::string>>{{"train.micro_batch=4"}, {"dist.device=cpu"}}) {
     MemoryPlan p = make_memory_plan(parse(text, o), 2);
