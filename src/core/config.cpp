@@ -69,7 +69,7 @@ const po::options_description& deck_schema() {
       ("train.warmup", po::value<int>()->default_value(tr.warmup), "learning-rate warm-up in optimizer steps (>= 0)")
       ("train.schedule", po::value<std::string>()->default_value(tr.schedule), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
       ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]")
-      ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs each optimizer step's micro-batch (when there is one per step) as a replayed CUDA graph; its memory stays reserved (the plan's \"train graph\")");
+      ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs its training micro-batches as replayed CUDA graphs; their memory stays reserved (the plan's \"train graph\")");
     AlgorithmConfig al;
     d.add_options()
       ("algorithm.name", po::value<std::string>()->default_value(al.name), "ppo | grpo | rloo | reinforce++")

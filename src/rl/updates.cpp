@@ -54,10 +54,9 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
   const int64_t agreed = group_max(model.group(), rows);
   const int64_t minibatches = std::max<int64_t>(1, (agreed + mb - 1) / mb);
   const int64_t micros = (mb + micro - 1) / micro;
-  // A step of one micro-batch on a one-rank GPU model runs as a CUDA graph (step_graph.hpp);
-  // one of several adds to the float32 gradients, which the graph does not capture.
+  // On a one-rank GPU model the micro-batches run as CUDA graphs (step_graph.hpp).
   StepGraph* graph = nullptr;
-  if (config.train.cuda_graphs && micros == 1 && StepGraph::applies(model)) {
+  if (config.train.cuda_graphs && StepGraph::applies(model)) {
     if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
     graph = rm.step_graph.get();
     graph->begin_phase(sources);
@@ -76,7 +75,7 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
         const int64_t a = std::min(hi, lo + m * micro), b = std::min(hi, lo + (m + 1) * micro);
         auto index = perm.narrow(0, a, b - a);
         if (graph && index.numel() == micro) {
-          t.add(graph->step(index, micro_batch));
+          t.add(graph->step(index, micro_batch, micros));
           continue;
         }
         auto out = micro_batch(sources, index);

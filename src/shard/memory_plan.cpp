@@ -238,12 +238,11 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   return t;
 }
 
-// A trained model whose micro-batch runs as a CUDA graph (train.cuda_graphs, StepGraph): one
-// rank, nothing offloaded, one micro-batch per optimizer step, on a GPU. The graph keeps its
-// train-phase working set reserved through every other phase.
+// A trained model whose micro-batches run as CUDA graphs (train.cuda_graphs, StepGraph): one
+// rank, nothing offloaded, on a GPU. Its graphs (one pool) keep the train phase's working set
+// reserved through every other phase.
 bool graphed(const RoleModel& m, const Config& cfg, bool gpu) {
-  return gpu && cfg.train.cuda_graphs && m.spec->trained && m.layout.W == 1 && !m.section->offload_params &&
-         cfg.train.micro_batch >= cfg.algorithm.minibatch;
+  return gpu && cfg.train.cuda_graphs && m.spec->trained && m.layout.W == 1 && !m.section->offload_params;
 }
 
 std::uint64_t sum_bytes(const std::vector<MemoryTerm>& terms) {

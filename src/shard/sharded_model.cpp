@@ -454,18 +454,16 @@ bool ShardedModel::graphable() const {
   return resident_ && options_.trainable && device_.is_cuda() && !parked_;
 }
 
-ShardedModel::KeptGradients ShardedModel::kept_gradients() const {
+ShardedModel::GradientState ShardedModel::gradient_state() const {
   QUARTET_CHECK(group_.size() == 1 && reductions_.empty() && !root_held_,
-                "sharded model: kept_gradients() outside a one-rank step");
-  return KeptGradients{keep_returned_, kept_, grad_fresh_};
+                "sharded model: gradient_state() outside a one-rank step");
+  return GradientState{keep_returned_, kept_, grad_fresh_};
 }
 
-void ShardedModel::restore_kept_gradients(const KeptGradients& g) {
-  QUARTET_CHECK(g.kept_as_returned == keep_returned_ && !root_held_ && g.kept.size() == kept_.size() &&
-                    g.fresh.size() == grad_fresh_.size(),
-                "sharded model: restore_kept_gradients() from another gradient mode or model");
-  for (size_t u = 0; u < grad_fresh_.size(); ++u)
-    QUARTET_CHECK(grad_fresh_[u], "sharded model: restore_kept_gradients() after a gradient since zero_grad()");
+void ShardedModel::set_gradient_state(const GradientState& g) {
+  QUARTET_CHECK(group_.size() == 1 && g.kept_as_returned == keep_returned_ && !root_held_ &&
+                    g.kept.size() == kept_.size() && g.fresh.size() == grad_fresh_.size(),
+                "sharded model: set_gradient_state() from another gradient mode or model");
   kept_ = g.kept;
   grad_fresh_ = g.fresh;
 }

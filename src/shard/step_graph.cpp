@@ -48,15 +48,24 @@ Key key_of(const std::vector<torch::Tensor>& sources, const torch::Tensor& index
 }  // namespace
 
 struct StepGraph::Captured {
-  Captured(Key k, std::uint64_t v, c10::cuda::CUDAStream s) : key(std::move(k)), version(v), stream(s) {}
-  Key key;
-  std::uint64_t version;         // the parameters' storage_version() at capture
-  c10::cuda::CUDAStream stream;  // captured (and warmed up) on this stream
+  Key key;                      // the shapes it was captured for
+  std::vector<bool> fresh;      // the units without a gradient yet, before the micro-batch
+  std::uint64_t version;        // the parameters' storage_version() at capture
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   std::vector<torch::Tensor> sources;  // the graph's copies of the phase's inputs
-  torch::Tensor index;                 // and of the micro-batch's rows
+  int64_t copied_phase = -1;           // the phase whose inputs they hold
+  torch::Tensor index;                 // the micro-batch's rows
   std::vector<torch::Tensor> outputs;  // {loss, statistics...} as the replays write them
-  ShardedModel::KeptGradients kept;    // the step's gradients as the replays write them
+  ShardedModel::GradientState after;   // the step's gradients as the replays leave them
+};
+
+// What a model's graphs share: the stream they are warmed up and captured on, and one memory
+// pool (they replay in the order they were captured, one at a time, and each one's outputs are
+// read before the next replays).
+struct StepGraph::Shared {
+  explicit Shared(c10::cuda::CUDAStream s) : stream(s) {}
+  c10::cuda::CUDAStream stream;
+  at::cuda::MempoolId_t pool{0, 0};
 };
 
 namespace {
@@ -82,6 +91,7 @@ bool StepGraph::applies(const ShardedModel& model) { return model.graphable(); }
 #else
 
 struct StepGraph::Captured {};
+struct StepGraph::Shared {};
 
 bool StepGraph::applies(const ShardedModel&) { return false; }
 
@@ -93,65 +103,76 @@ StepGraph::~StepGraph() = default;
 
 void StepGraph::begin_phase(std::vector<torch::Tensor> sources) {
   sources_ = std::move(sources);
-  copied_ = false;
+  ++phase_;
 }
 
 std::vector<torch::Tensor> StepGraph::eager(const std::vector<torch::Tensor>& sources, const torch::Tensor& index,
-                                            const MicroBatch& fn) {
+                                            const MicroBatch& fn, int64_t micros) {
   auto out = fn(sources, index);
   QUARTET_CHECK(!out.empty() && out[0].defined(), "step graph: the micro-batch returned no loss");
-  model_.backward(out[0]);
+  model_.backward(out[0] / static_cast<double>(micros));
   return detached(out);
 }
 
-std::vector<torch::Tensor> StepGraph::step(const torch::Tensor& index, const MicroBatch& fn) {
+std::vector<torch::Tensor> StepGraph::step(const torch::Tensor& index, const MicroBatch& fn, int64_t micros) {
 #ifdef QUARTET_WITH_CUDA
   if (!applies(model_)) {
-    captured_.reset();
-    return eager(sources_, index, fn);
+    captured_.clear();
+    shared_.reset();
+    return eager(sources_, index, fn, micros);
   }
   const Key key = key_of(sources_, index);
-  if (captured_ && (captured_->key != key || captured_->version != model_.storage_version())) captured_.reset();
+  if (!captured_.empty() && (captured_[0]->key != key || captured_[0]->version != model_.storage_version())) {
+    captured_.clear();  // every graph of a model has the same shapes and version
+    shared_.reset();    // and, with them gone, its pool goes too
+  }
+  const ShardedModel::GradientState before = model_.gradient_state();
+  Captured* c = nullptr;
+  for (auto& g : captured_)
+    if (g->fresh == before.fresh) c = g.get();
   const auto dev = model_.device().index();
   const auto main = c10::cuda::getCurrentCUDAStream(dev);
-  if (!captured_) {
-    // A new shape: this micro-batch runs eagerly on the stream the next one is captured on.
-    captured_ = std::make_unique<Captured>(key, model_.storage_version(), c10::cuda::getStreamFromPool(false, dev));
+  if (!shared_) shared_ = std::make_unique<Shared>(c10::cuda::getStreamFromPool(false, dev));
+  if (!c) {
+    // A new kind of micro-batch: it runs eagerly on the stream the next one is captured on.
+    captured_.push_back(std::make_unique<Captured>());
+    captured_.back()->key = key;
+    captured_.back()->fresh = before.fresh;
+    captured_.back()->version = model_.storage_version();
     std::vector<torch::Tensor> out;
-    on_stream(main, captured_->stream, [&] { out = eager(sources_, index, fn); });
+    on_stream(main, shared_->stream, [&] { out = eager(sources_, index, fn, micros); });
     return out;
   }
-  Captured& c = *captured_;
-  if (!c.graph) {
-    for (const auto& s : sources_) c.sources.push_back(s.defined() ? torch::empty(s.sizes(), s.options()) : s);
-    c.index = torch::empty({index.numel()}, index.options());
-    copied_ = false;
-    on_stream(main, c.stream, [&] {
+  if (!c->graph) {
+    for (const auto& s : sources_) c->sources.push_back(s.defined() ? torch::empty(s.sizes(), s.options()) : s);
+    c->index = torch::empty({index.numel()}, index.options());
+    on_stream(main, shared_->stream, [&] {
       auto graph = std::make_unique<at::cuda::CUDAGraph>();
       // Thread-local mode: NCCL's and the watchdog's threads may query their events meanwhile;
       // the autograd engine's thread launches onto this stream and is captured all the same.
-      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      c.outputs = eager(c.sources, c.index, fn);  // recorded, not run
+      graph->capture_begin(shared_->pool, cudaStreamCaptureModeThreadLocal);
+      c->outputs = eager(c->sources, c->index, fn, micros);  // recorded, not run
       graph->capture_end();
-      c.graph = std::move(graph);
+      if (shared_->pool.first == 0 && shared_->pool.second == 0) shared_->pool = graph->pool();
+      c->graph = std::move(graph);
     });
-    c.kept = model_.kept_gradients();
-    model_.zero_grad();  // capture ran nothing: the step's gradients come with the first replay
+    c->after = model_.gradient_state();
+    model_.set_gradient_state(before);  // capture ran nothing: the gradients come with the replay
     ++captures_;
   }
   torch::NoGradGuard no_grad;
-  if (!copied_) {
-    for (size_t i = 0; i < c.sources.size(); ++i)
-      if (c.sources[i].defined()) c.sources[i].copy_(sources_[i]);
-    copied_ = true;
+  if (c->copied_phase != phase_) {
+    for (size_t i = 0; i < c->sources.size(); ++i)
+      if (c->sources[i].defined()) c->sources[i].copy_(sources_[i]);
+    c->copied_phase = phase_;
   }
-  c.index.copy_(index);
-  c.graph->replay();
-  model_.restore_kept_gradients(c.kept);
+  c->index.copy_(index);
+  c->graph->replay();
+  model_.set_gradient_state(c->after);
   ++replays_;
-  return c.outputs;
+  return c->outputs;
 #else
-  return eager(sources_, index, fn);
+  return eager(sources_, index, fn, micros);
 #endif
 }
 

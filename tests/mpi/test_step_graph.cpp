@@ -54,14 +54,16 @@ ModelConfig small_model(const Family& f) {
 
 const Family kLlama{"llama", false, false};
 
-Config update_config(bool graphs) {
+// Minibatches of 4 rows, in micro-batches of `micro`.
+Config update_config(bool graphs, int micro = 4) {
   const std::string text =
       "[algorithm]\nminibatch = 4\nepochs = 2\n"
       "entropy_coef = 0.01\n"  // one more statistic through the graph
-      "[train]\nmicro_batch = 4\n"
       "[model.actor]\nlr = 1e-3\n[model.critic]\nlr = 1e-3\n";
-  return load_config(
-      Deck("step_graph.deck", text, {std::string("train.cuda_graphs=") + (graphs ? "true" : "false")}, deck_schema()));
+  return load_config(Deck("step_graph.deck", text,
+                          {std::string("train.cuda_graphs=") + (graphs ? "true" : "false"),
+                           "train.micro_batch=" + std::to_string(micro)},
+                          deck_schema()));
 }
 
 // A phase's inputs, drawn from `seed`: kRows rollouts of `actions` tokens after the prompt,
@@ -119,8 +121,8 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head 
 }
 
 // The phases: widths 20, 20, 28 (a new graph), 20 (the first width again: a new graph too).
-Trained train(Collectives& group, bool graphs, const Family& f = kLlama) {
-  const Config c = update_config(graphs);
+Trained train(Collectives& group, bool graphs, const Family& f = kLlama, int micro = 4) {
+  const Config c = update_config(graphs, micro);
   auto actor = role_model(group, f, Head::causal_lm, 11, c, c.actor.lr);
   auto critic = role_model(group, f, Head::token_value, 12, c, c.critic.lr);
   Trained out;
@@ -209,6 +211,19 @@ INSTANTIATE_TEST_SUITE_P(Models, StepGraphFamilies,
                            return std::string(info.param.model_type) + (info.param.tied ? "_tied" : "") +
                                   (info.param.checkpointing ? "_checkpointed" : "");
                          });
+
+// Two micro-batches a step: the first writes the gradients, the second adds to them (float32
+// shards from then on), each its own graph.
+TEST_F(StepGraphGpu, GraphedMicroBatchesAccumulateAsEagerOnes) {
+  const Trained eager = train(*group_, false, kLlama, 2);
+  const Trained graphed = train(*group_, true, kLlama, 2);
+  // Per model: the first phase warms both kinds up twice (the second time with the gradients
+  // in the float32 shards), the widths 28 and 20 once each: 6 captures, and of 4 x 8 steps x 2
+  // micro-batches, 56 replays.
+  EXPECT_EQ(graphed.captures, 2 * 6);
+  EXPECT_EQ(graphed.replays, 2 * 56);
+  expect_same_training(eager, graphed);
+}
 
 // ATen's AdamW reads the float32 gradient shards, so the gradients stop being kept as autograd
 // returned them after the first step: the graph captured before that is dropped, and the next

@@ -90,7 +90,7 @@ struct TrainConfig {            // [train]
   int warmup = 0;               // learning-rate warm-up, optimizer steps
   std::string schedule = "constant";  // constant | linear | cosine decay after warm-up
   double min_lr_ratio = 0.1;    // the decayed learning rate's floor, as a fraction of lr
-  bool cuda_graphs = true;      // a one-rank GPU model's micro-batch (one per step) as a CUDA graph
+  bool cuda_graphs = true;      // a one-rank GPU model's micro-batches as CUDA graphs
 };
 
 struct RolloutConfig {          // [rollout]

@@ -42,9 +42,9 @@
 // Score phase (every model: reference and actor log-probs, reward scores, critic values): a
 // forward without graph over r sequences of T: root + 2 blocks gathered, one block's working
 // set, and for causal_lm the logits r T V (b + 4) (the dtype's and their float32 copy).
-// Train graph (train.cuda_graphs): a trained model alone on its GPU, with one micro-batch per
-// optimizer step, runs it as a CUDA graph whose pool keeps the train phase's working set
-// (gathered parameters, gradient buffers, activations, logits) reserved in every other phase.
+// Train graph (train.cuda_graphs): a trained model alone on its GPU runs its micro-batches as
+// CUDA graphs whose pool keeps the train phase's working set (gathered parameters, gradient
+// buffers, activations, logits) reserved in every other phase.
 // Communication: one NCCL communicator per rank (colocated roles share it): kNcclBytes; plus the
 // MPI exchange of rollouts r T (8 ids + 8 mask + 4 log-prob) bytes, sent and received.
 //

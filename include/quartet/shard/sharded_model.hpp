@@ -120,21 +120,23 @@ class ShardedModel {
   const std::vector<std::vector<torch::Tensor>>* gradients_as_returned() const {
     return keep_returned_ ? &kept_ : nullptr;
   }
-  // One rank, captured as a CUDA graph (shard/step_graph.hpp): which units a captured
-  // micro-batch reached and, while gradients are kept as returned, the tensors it left them in;
-  // set back after each replay (which rewrites those tensors, or the float32 shards, in place)
-  // as if that micro-batch had run here. `graphable()`: the model whose micro-batches can be
-  // captured (one rank, on a GPU, every unit resident). `storage_version()` changes whenever a
-  // captured graph would write or read the wrong memory: the parameters move (park, unpark) or
-  // gradients stop being kept as returned.
-  struct KeptGradients {
+  // One rank, for CUDA graphs of micro-batches (shard/step_graph.hpp): where the step's
+  // gradients stand on the host side, i.e. which units got one since zero_grad() and, while
+  // gradients are kept as returned, the tensors they are in. A captured micro-batch ran nothing,
+  // so its capture puts back the state from before it; each replay (which rewrites the same
+  // tensors, or the float32 shards, in place) sets the state the capture left, as if the pass had
+  // run here. `graphable()`: the model whose micro-batches can be captured (one rank, on a GPU,
+  // every unit resident). `storage_version()` changes whenever a captured graph would write or
+  // read the wrong memory: the parameters move (park, unpark) or gradients stop being kept as
+  // returned.
+  struct GradientState {
     bool kept_as_returned = false;
     std::vector<std::vector<torch::Tensor>> kept;
     std::vector<bool> fresh;
   };
   bool graphable() const;
-  KeptGradients kept_gradients() const;
-  void restore_kept_gradients(const KeptGradients& g);
+  GradientState gradient_state() const;
+  void set_gradient_state(const GradientState& g);
   std::uint64_t storage_version() const { return storage_version_; }
   // Frees every gathered unit that nothing else keeps (reshard_after_forward = false keeps
   // them through a step's micro-batches).

@@ -1,6 +1,6 @@
 #pragma once
 // A training micro-batch of a one-rank ShardedModel (forward, loss and backward) as one CUDA
-// graph, replayed for the later micro-batches: what PyTorch's make_graphed_callables and
+// graph, replayed for the later ones: what PyTorch's make_graphed_callables and
 // Megatron's --enable-cuda-graph do, here for the whole pass. At 8 x 256 tokens an 886M Llama
 // block's backward is about 35 kernels of 10-60 us, which the autograd engine issues barely
 // faster than the device runs them (bench/RESULTS.md, sixth round); a replay issues the pass
@@ -9,13 +9,16 @@
 // A replay repeats what capture recorded: the same shapes, the same addresses. So the phase's
 // inputs (rollouts, old log-probs, advantages, ...) are copied once per phase into the graph's
 // own tensors and each micro-batch's rows into its own index; the parameters must stay where
-// they are (ShardedModel::storage_version()). A new shape or moved parameters drop the graph.
-// A graph's life: the first micro-batch of a shape runs eagerly on the capture stream (cuBLAS
-// and cuDNN set up their workspaces and plans for that stream outside capture); the next one
-// is captured and then replayed, and so is every later one.
+// they are (ShardedModel::storage_version()). A step's first micro-batch and its later ones
+// (which add to the gradients the first one wrote) are two graphs, told apart by the
+// gradients' state before them. A new shape or moved parameters drop the graphs. A graph's
+// life: the first micro-batch of its kind runs eagerly on the capture stream (cuBLAS and cuDNN
+// set up their workspaces and plans for that stream outside capture); the next one is captured
+// and then replayed, and so is every later one.
 //
-// The graph's memory (the pass's intermediates and the step's gradients) stays reserved
-// between phases; the memory plan counts it ("train graph", memory_plan.hpp).
+// The graphs' memory (the pass's intermediates and the step's gradients; a model's graphs
+// share one pool) stays reserved between phases; the memory plan counts it ("train graph",
+// memory_plan.hpp).
 #include <torch/types.h>
 
 #include <functional>
@@ -46,23 +49,26 @@ class StepGraph {
 
   // The phase's inputs (undefined entries allowed), read by the steps until the next call.
   void begin_phase(std::vector<torch::Tensor> sources);
-  // One micro-batch as the step's only one (after model.zero_grad()): forward, loss and
-  // model.backward. Returns {loss, statistics...} detached; after a replay they are the graph's
-  // tensors, rewritten by the next replay, so read them (on the stream) before that.
-  std::vector<torch::Tensor> step(const torch::Tensor& index, const MicroBatch& fn);
+  // One micro-batch of an optimizer step of `micros` (after model.zero_grad() for the first):
+  // forward, loss, and model.backward(loss / micros), as the eager loop runs it. Returns {loss,
+  // statistics...} detached; after a replay they are the graph's tensors, rewritten by its next
+  // replay, so read them (on the stream) before that.
+  std::vector<torch::Tensor> step(const torch::Tensor& index, const MicroBatch& fn, int64_t micros);
 
   int captures() const { return captures_; }
   int replays() const { return replays_; }
 
  private:
   struct Captured;
+  struct Shared;
   std::vector<torch::Tensor> eager(const std::vector<torch::Tensor>& sources, const torch::Tensor& index,
-                                   const MicroBatch& fn);
+                                   const MicroBatch& fn, int64_t micros);
 
   ShardedModel& model_;
   std::vector<torch::Tensor> sources_;
-  bool copied_ = false;  // this phase's sources are in the graph's copies
-  std::unique_ptr<Captured> captured_;
+  int64_t phase_ = 0;  // begin_phase() calls: a graph copies the sources once per phase
+  std::vector<std::unique_ptr<Captured>> captured_;  // one per gradient state before the micro-batch
+  std::unique_ptr<Shared> shared_;                   // the capture stream and memory pool
   int captures_ = 0, replays_ = 0;
 };
 
