@@ -7,8 +7,8 @@
 # on 1 H200 (colocated, one rank) and on 2 (colocated over both, and disjoint). Prints the phase times of the
 # iterations after the first (warm-up). Run after `source .gpu/env.sh`; logs in $OUT.
 # PPO_GPUS="1 2" chooses the GPU counts; on 2 GPUs both colocated and disjoint are run.
-# MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6) and ITERATIONS (4) change those
-# settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
+# MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6), MICRO_BATCH (8) and ITERATIONS (4)
+# change those settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
 # TAG=x suffixes the run directories and logs (ppo_colocated-1-x.log), to compare settings in one call.
 # SET="rollout.score_micro_batch=8 ..." adds deck settings to every run.
 # RESHARD_AFTER_FORWARD=false keeps the actor's and critic's gathered blocks through each update
@@ -22,7 +22,7 @@ COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=${IT
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
         --set rollout.min_new_tokens=${MIN_NEW_TOKENS:-128} --set model.actor.lr=${ACTOR_LR:-5e-7}
         --set model.critic.lr=${CRITIC_LR:-9e-6}
-        --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=8 --set model.reward.kind=model
+        --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=${MICRO_BATCH:-8} --set model.reward.kind=model
         --set output.rollouts_every=0)
 for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
 for kv in ${SET:-}; do COMMON+=(--set "$kv"); done  # SET="key=value ...": more deck settings
