@@ -569,6 +569,24 @@ std::uint64_t gathered_of(const RolePlan& p) {
 
 }  // namespace
 
+namespace {
+
+// Per role, the memory its training graphs keep reserved ("train graph" terms; 0 = none).
+std::array<std::uint64_t, kNumRoles> train_graph_bytes(const MemoryPlan& plan) {
+  std::array<std::uint64_t, kNumRoles> graph{};
+  for (const auto& rank : plan.ranks)
+    for (const auto& role : rank.roles)
+      for (const auto& phase : role.phases)
+        for (const auto& t : phase.terms)
+          if (t.name == "train graph") {
+            auto& g = graph[static_cast<int>(t.role)];
+            g = std::max(g, t.bytes);
+          }
+  return graph;
+}
+
+}  // namespace
+
 std::string format_plan(const MemoryPlan& plan) {
   std::ostringstream out;
   char line[512];
@@ -615,12 +633,7 @@ std::string format_plan(const MemoryPlan& plan) {
     out << line;
   }
   // The graphs' pools are no column of their own: they are the train phase's working set, kept.
-  std::array<std::uint64_t, kNumRoles> graph{};
-  for (const auto& rp : plan.ranks)
-    for (const auto& role : rp.roles)
-      for (const auto& ph : role.phases)
-        for (const auto& t : ph.terms)
-          if (t.name == "train graph") graph[static_cast<int>(t.role)] = std::max(graph[static_cast<int>(t.role)], t.bytes);
+  const auto graph = train_graph_bytes(plan);
   for (Role r : kAllRoles)
     if (graph[static_cast<int>(r)] > 0)
       out << "\ntrain graph: the " << role_name(r) << "'s training step runs as a CUDA graph whose "
@@ -756,12 +769,8 @@ int largest_fitting(int from, const std::function<bool(int)>& fits) {
 
 // Whether any rank's plan holds a training graph's pool (the knob that drops them matters).
 bool counts_train_graphs(const MemoryPlan& plan) {
-  for (const auto& rank : plan.ranks)
-    for (const auto& role : rank.roles)
-      for (const auto& phase : role.phases)
-        for (const auto& t : phase.terms)
-          if (t.name == "train graph") return true;
-  return false;
+  const auto graph = train_graph_bytes(plan);
+  return std::any_of(graph.begin(), graph.end(), [](std::uint64_t b) { return b > 0; });
 }
 
 // Single knobs that make `role` fit, best first: no training graphs, a smaller micro-batch (same math, less
