@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -200,6 +201,8 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
   torch::Tensor mask;       // [B, 1, T, S] bool, true = may attend
+  // Without a mask: causal attention alone (hidden_states' causal_only), mask undefined.
+  bool causal_only = false;
   torch::Tensor sliding_mask;  // the same within the sliding window, for the layers that slide
   KVCache* cache = nullptr;
   int64_t past = 0;         // tokens already in the cache
@@ -305,12 +308,14 @@ class AttentionImpl : public torch::nn::Module {
       v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
     }
     const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
+    const bool is_causal = s.causal_only;  // then mask is undefined, and SDPA must get none
+    const std::optional<torch::Tensor> attn_mask = mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt;
     auto out = fp32_attention
                    ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
-                                                      v.to(torch::kFloat), mask, 0.0, false,
+                                                      v.to(torch::kFloat), attn_mask, 0.0, is_causal,
                                                       1.0 / std::sqrt(static_cast<double>(hd)))
                          .to(q.scalar_type())
-                   : at::scaled_dot_product_attention(q, k, v, mask, 0.0, false,
+                   : at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal,
                                                       1.0 / std::sqrt(static_cast<double>(hd)), native_gqa);
     out = out.transpose(1, 2).reshape({B, T, nh * hd});
     return project_out(out);
@@ -752,7 +757,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const tor
 }
 
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                             KVCache* cache) {
+                                             KVCache* cache, bool causal_only) {
   const ModelConfig& c = config_;
   QUARTET_CHECK(input_ids.dim() == 2, "Transformer: input_ids must be [batch, tokens]");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
@@ -777,17 +782,24 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
 
   // Causal over absolute slots, keys limited to real tokens; every query also sees its own
   // slot so that padding rows are never fully masked (SDPA would return NaN there).
+  // The caller's promise that padding only trails (see transformer.hpp) makes causality the
+  // whole mask, for every layer where no window is shorter than the sequence; SDPA's is_causal
+  // then spares building the mask and its kernels reading it.
+  const auto& sl = c.sliding_layers;
+  const bool slides = std::find(sl.begin(), sl.end(), true) != sl.end();
+  Step step;
+  step.causal_only = causal_only && !cache && !(slides && S > c.sliding_window);
   auto q_slot = torch::arange(past, S, torch::TensorOptions().dtype(torch::kLong).device(dev));
   auto k_slot = torch::arange(S, torch::TensorOptions().dtype(torch::kLong).device(dev));
-  auto causal = k_slot.unsqueeze(0) <= q_slot.unsqueeze(1);  // [T, S]
-  auto self = k_slot.unsqueeze(0) == q_slot.unsqueeze(1);
-  Step step;
-  step.mask = (causal.unsqueeze(0) & (valid.unsqueeze(1) | self.unsqueeze(0))).unsqueeze(1);  // [B,1,T,S]
+  if (!step.causal_only) {
+    auto causal = k_slot.unsqueeze(0) <= q_slot.unsqueeze(1);  // [T, S]
+    auto self = k_slot.unsqueeze(0) == q_slot.unsqueeze(1);
+    step.mask = (causal.unsqueeze(0) & (valid.unsqueeze(1) | self.unsqueeze(0))).unsqueeze(1);  // [B,1,T,S]
+  }
   // Sliding layers see only keys fewer than sliding_window slots back, as HF's masking_utils
   // (kv_idx > q_idx - window over cache slots; left padding sits before the real tokens, so
   // slots and positions agree on distances). The cache keeps every slot; this mask limits it.
-  const auto& sl = c.sliding_layers;
-  if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
+  if (slides && !step.causal_only) {
     if (S <= c.sliding_window) {
       step.sliding_mask = step.mask;  // no query is a window's length past any key
     } else {

@@ -110,12 +110,20 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_devi
 
 }  // namespace
 
+bool padding_trails(const RolloutBatch& batch) {
+  if (batch.rows() == 0 || batch.attention_mask.size(1) < 2) return true;
+  const auto real = batch.attention_mask.ne(0);
+  const int64_t W = real.size(1);
+  // A hole: a real token right after a padded one.
+  return !real.narrow(1, 1, W - 1).logical_and(real.narrow(1, 0, W - 1).logical_not()).any().item<bool>();
+}
+
 torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
-                              torch::Tensor* entropy) {
+                              torch::Tensor* entropy, bool causal_only) {
   auto b = on_device(batch, model.device());
   const int64_t P = b.prompt_len(), A = b.actions();
   // Positions P-1 .. P+A-2 predict the actions; the vocabulary product runs on those alone.
-  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1);
+  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1, causal_only);
   auto acting = logits.narrow(1, 0, A);
   auto actions = b.sequences.narrow(1, P, A);
   if (view.vocab_limit > 0 && view.vocab_limit < acting.size(-1)) {
@@ -129,26 +137,32 @@ torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, co
   return token_logprobs(acting, actions);
 }
 
-torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch) {
+torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, bool causal_only) {
   auto b = on_device(batch, model.device());
-  auto values = model.forward(b.sequences, b.attention_mask);
+  auto values = model.forward(b.sequences, b.attention_mask, /*head_from=*/0, causal_only);
   return values.narrow(1, b.prompt_len() - 1, b.actions()).to(torch::kFloat32);
 }
 
 torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
                              const SamplingView& view) {
-  return micro_batched(model, batch, micro_batch,
-                       [&](const RolloutBatch& mb) { return action_logprobs(model, mb, view); });
+  const bool causal = padding_trails(batch);  // once for the whole batch: it is a read-back
+  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
+    return action_logprobs(model, mb, view, nullptr, causal);
+  });
 }
 
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) { return action_values(model, mb); });
+  const bool causal = padding_trails(batch);
+  return micro_batched(model, batch, micro_batch,
+                       [&](const RolloutBatch& mb) { return action_values(model, mb, causal); });
 }
 
 torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
+  const bool causal = padding_trails(batch);
   return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
     auto b = on_device(mb, model.device());
-    return model.forward(b.sequences, b.attention_mask).to(torch::kFloat32);
+    // The head still reads the mask: a row's score is at its last real token.
+    return model.forward(b.sequences, b.attention_mask, /*head_from=*/0, causal).to(torch::kFloat32);
   });
 }
 

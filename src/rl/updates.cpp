@@ -45,9 +45,10 @@ struct Totals {
 
 // The shared loop. micro_batch(sources, rows) returns the micro-batch's results (Slot order)
 // from the phase's `sources` (which it must read through its argument: a CUDA graph replays
-// it on copies of them); it is given an empty index for a padding turn.
+// it on copies of them); it is given an empty index for a padding turn. `variant` names the
+// host-side choices micro_batch makes for this phase (StepGraph::begin_phase).
 UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64_t* step, int64_t total,
-                        uint64_t seed, double base_lr, std::vector<torch::Tensor> sources,
+                        uint64_t seed, double base_lr, std::vector<torch::Tensor> sources, int64_t variant,
                         const StepGraph::MicroBatch& micro_batch) {
   ShardedModel& model = *rm.model;
   const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
@@ -59,7 +60,7 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
   if (config.train.cuda_graphs && StepGraph::applies(model)) {
     if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
     graph = rm.step_graph.get();
-    graph->begin_phase(sources);
+    graph->begin_phase(sources, variant);
   }
   Totals t;
   UpdateStats s;
@@ -132,15 +133,17 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                                      tg.advantages.to(dev),
                                      grpo && al.kl_coef > 0 ? tg.ref_logp.to(dev) : torch::Tensor()};
   const SamplingView view = tg.view;
+  const bool causal = padding_trails(tg.batch);  // per phase: a read-back where the batch is on a device
   return run_updates(
       actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
-      std::move(sources), [&actor, &al, grpo, view](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+      std::move(sources), causal,
+      [&actor, &al, grpo, view, causal](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
         if (i.numel() == 0) return empty_turn(*actor.model);
         const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
         auto mask = b.action_mask.to(torch::kFloat32);
         std::vector<torch::Tensor> out(kSlots);
         torch::Tensor entropy;
-        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr);
+        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, causal);
         auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
         auto loss = pl.loss;
         if (al.entropy_coef > 0) {
@@ -167,13 +170,14 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
   std::vector<torch::Tensor> sources{on_dev.sequences, on_dev.attention_mask, on_dev.action_mask,
                                      old_values.to(dev), returns.to(dev)};
   const double value_clip = config.algorithm.value_clip;
+  const bool causal = padding_trails(batch);
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
-                     std::move(sources),
-                     [&critic, value_clip](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                     std::move(sources), causal,
+                     [&critic, value_clip, causal](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
                        if (i.numel() == 0) return empty_turn(*critic.model);
                        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
                        auto mask = b.action_mask.to(torch::kFloat32);
-                       auto values = action_values(*critic.model, b);
+                       auto values = action_values(*critic.model, b, causal);
                        auto vl = ppo_value_loss(values, src[3].index_select(0, i), src[4].index_select(0, i), mask,
                                                 value_clip);
                        std::vector<torch::Tensor> out(kSlots);

@@ -30,11 +30,12 @@ std::vector<torch::Tensor> detached(const std::vector<torch::Tensor>& out) {
 
 namespace {
 
-// What a capture depends on: every source's dtype and shape (or its absence), the rows taken.
+// What a capture depends on: the phase's variant, every source's dtype and shape (or its
+// absence), the rows taken.
 using Key = std::vector<int64_t>;
 
-Key key_of(const std::vector<torch::Tensor>& sources, const torch::Tensor& index) {
-  Key k{index.numel()};
+Key key_of(int64_t variant, const std::vector<torch::Tensor>& sources, const torch::Tensor& index) {
+  Key k{variant, index.numel()};
   for (const auto& s : sources) {
     k.push_back(s.defined() ? static_cast<int64_t>(s.scalar_type()) : -1);
     if (s.defined()) {
@@ -101,8 +102,9 @@ StepGraph::StepGraph(ShardedModel& model) : model_(model) {}
 
 StepGraph::~StepGraph() = default;
 
-void StepGraph::begin_phase(std::vector<torch::Tensor> sources) {
+void StepGraph::begin_phase(std::vector<torch::Tensor> sources, int64_t variant) {
   sources_ = std::move(sources);
+  variant_ = variant;
   ++phase_;
 }
 
@@ -121,7 +123,7 @@ std::vector<torch::Tensor> StepGraph::step(const torch::Tensor& index, const Mic
     shared_.reset();
     return eager(sources_, index, fn, micros);
   }
-  const Key key = key_of(sources_, index);
+  const Key key = key_of(variant_, sources_, index);
   if (!captured_.empty() && (captured_[0]->key != key || captured_[0]->version != model_.storage_version())) {
     captured_.clear();  // every graph of a model has the same shapes and version
     shared_.reset();    // and, with them gone, its pool goes too

@@ -97,6 +97,33 @@ TEST_F(RlLogprobs, OverTheTokenizersIdsAtTheTemperature) {
   EXPECT_TRUE(torch::allclose(scored.masked_select(mask), got.masked_select(mask), 1e-5, 1e-6));
 }
 
+// Causal attention without a mask where padding only trails (rows that stopped early): the
+// same log-probs of the real actions as with the mask. A left-padded prompt or a hole in a row
+// makes the batch need its mask.
+TEST_F(RlLogprobs, CausalOnlyWherePaddingTrails) {
+  torch::NoGradGuard no_grad;
+  RolloutBatch b = rollouts();
+  ASSERT_TRUE(padding_trails(b));
+  const SamplingView view{kLimit, 0.7};
+  const auto mask = b.action_mask.to(torch::kBool);
+  const auto masked = action_logprobs(*model_, b, view, nullptr, false);
+  const auto causal = action_logprobs(*model_, b, view, nullptr, true);
+  EXPECT_TRUE(torch::allclose(causal.masked_select(mask), masked.masked_select(mask), 1e-5, 1e-6));
+  const auto values_masked = action_values(*model_, b, false), values_causal = action_values(*model_, b, true);
+  EXPECT_TRUE(torch::allclose(values_causal.index({mask}), values_masked.index({mask}), 1e-5, 1e-6));
+
+  RolloutBatch left = b;
+  left.attention_mask = b.attention_mask.clone();
+  left.attention_mask[1][0] = 0;  // a left-padded prompt
+  EXPECT_FALSE(padding_trails(left));
+  RolloutBatch hole = b;
+  hole.attention_mask = b.attention_mask.clone();
+  hole.attention_mask[0][kP + 1] = 0;  // a masked token between real ones
+  EXPECT_FALSE(padding_trails(hole));
+  EXPECT_TRUE(padding_trails(select_rows(b, torch::tensor({2}))));
+  EXPECT_TRUE(padding_trails(RolloutBatch{}));
+}
+
 // The head on the later positions only (what action_logprobs asks for): the same logits as the
 // full forward's there; a first position outside the sequence, or a sequence head, refused.
 TEST_F(RlLogprobs, HeadOnTheLaterPositionsOnly) {

@@ -5,7 +5,9 @@
 // inputs, not the captured ones; a new width, so the graph must be captured again), give the
 // same weights bit for bit and the same statistics, with quartet's AdamW kernel (which reads
 // the gradients where autograd left them) and with ATen's (which reads the float32 shards).
-// Without a GPU the graphs do not apply, which is checked too.
+// One phase's prompts are all of one length: its updates attend without a mask (causal only,
+// experience.hpp padding_trails), a host-side choice that the graphs must be captured again
+// for. Without a GPU the graphs do not apply, which is checked too.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -67,13 +69,14 @@ Config update_config(bool graphs, int micro = 4) {
 }
 
 // A phase's inputs, drawn from `seed`: kRows rollouts of `actions` tokens after the prompt,
-// some stopped early (masked), with old log-probs, advantages and returns.
+// some stopped early (masked), some prompts left-padded unless not `left_padding`, with old
+// log-probs, advantages and returns.
 struct Phase {
   RolloutBatch batch;
   torch::Tensor old_logp, advantages, old_values, returns;
 };
 
-Phase phase(uint64_t seed, int64_t actions, torch::Device dev) {
+Phase phase(uint64_t seed, int64_t actions, torch::Device dev, bool left_padding = true) {
   auto gen = at::detail::createCPUGenerator(seed);
   const int64_t T = kPrompt + actions;
   Phase p;
@@ -85,7 +88,8 @@ Phase phase(uint64_t seed, int64_t actions, torch::Device dev) {
     p.batch.attention_mask[r].narrow(0, kPrompt + keep, actions - keep).fill_(0);
     p.batch.action_mask[r].narrow(0, keep, actions - keep).fill_(0);
   }
-  for (int64_t r = 1; r < kRows; r += 4) p.batch.attention_mask[r].narrow(0, 0, r % 5).fill_(0);  // left padding
+  if (left_padding)
+    for (int64_t r = 1; r < kRows; r += 4) p.batch.attention_mask[r].narrow(0, 0, r % 5).fill_(0);
   p.old_logp = -torch::rand({kRows, actions}, gen) * 5;
   p.advantages = torch::randn({kRows, actions}, gen);
   p.old_values = torch::randn({kRows, actions}, gen);
@@ -105,10 +109,10 @@ struct Trained {
 };
 
 std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head head, uint64_t seed, const Config& c,
-                                      double lr) {
+                                      double lr, torch::Dtype dtype = torch::kBFloat16) {
   auto rm = std::make_unique<RoleModel>();
   ShardOptions so;
-  so.dtype = torch::kBFloat16;
+  so.dtype = dtype;
   so.checkpointing = f.checkpointing;
   rm->model = std::make_unique<ShardedModel>(small_model(f), head, group, so,
                                              source_random(small_model(f), seed, group.device()));
@@ -120,7 +124,8 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head 
   return rm;
 }
 
-// The phases: widths 20, 20, 28 (a new graph), 20 (the first width again: a new graph too).
+// The phases: widths 20, 20 without left padding (attention without a mask: a new graph), 28
+// (a new graph), 20 (the first width again: a new graph too).
 Trained train(Collectives& group, bool graphs, const Family& f = kLlama, int micro = 4) {
   const Config c = update_config(graphs, micro);
   auto actor = role_model(group, f, Head::causal_lm, 11, c, c.actor.lr);
@@ -129,7 +134,7 @@ Trained train(Collectives& group, bool graphs, const Family& f = kLlama, int mic
   int64_t actor_step = 0, critic_step = 0;
   const std::vector<int64_t> widths{20, 20, 28, 20};
   for (size_t k = 0; k < widths.size(); ++k) {
-    const Phase p = phase(100 + k, widths[k] - kPrompt, group.device());
+    const Phase p = phase(100 + k, widths[k] - kPrompt, group.device(), /*left_padding=*/k != 1);
     PolicyTargets tg;
     tg.batch = p.batch;
     tg.old_logp = p.old_logp;
@@ -189,10 +194,10 @@ TEST_P(StepGraphFamilies, GraphedUpdatesEqualEagerOnesBitForBit) {
   const Trained eager = train(*group_, false, f);
   const Trained graphed = train(*group_, true, f);
   EXPECT_EQ(eager.captures + eager.replays, 0);
-  // Per model: widths 20, 28, 20 each start a graph (an eager micro-batch, then a capture);
-  // 4 phases x 2 epochs x 4 minibatches = 32 steps, of which 3 warm-ups and 29 replays.
-  EXPECT_EQ(graphed.captures, 2 * 3);
-  EXPECT_EQ(graphed.replays, 2 * 29);
+  // Per model: every phase starts a graph (an eager micro-batch, then a capture); 4 phases x 2
+  // epochs x 4 minibatches = 32 steps, of which 4 warm-ups and 28 replays.
+  EXPECT_EQ(graphed.captures, 2 * 4);
+  EXPECT_EQ(graphed.replays, 2 * 28);
   expect_same_training(eager, graphed);
   // And the updates did move the weights (a graph that never ran would leave them).
   const Config c = update_config(false);
@@ -218,10 +223,10 @@ TEST_F(StepGraphGpu, GraphedMicroBatchesAccumulateAsEagerOnes) {
   const Trained eager = train(*group_, false, kLlama, 2);
   const Trained graphed = train(*group_, true, kLlama, 2);
   // Per model: the first phase warms both kinds up twice (the second time with the gradients
-  // in the float32 shards), the widths 28 and 20 once each: 6 captures, and of 4 x 8 steps x 2
-  // micro-batches, 56 replays.
-  EXPECT_EQ(graphed.captures, 2 * 6);
-  EXPECT_EQ(graphed.replays, 2 * 56);
+  // in the float32 shards), each later phase once: 8 captures, and of 4 x 8 steps x 2
+  // micro-batches, 54 replays.
+  EXPECT_EQ(graphed.captures, 2 * 8);
+  EXPECT_EQ(graphed.replays, 2 * 54);
   expect_same_training(eager, graphed);
 }
 
@@ -232,11 +237,37 @@ TEST_F(StepGraphGpu, GraphedUpdatesWriteTheFloat32ShardsForAtensAdamW) {
   set_adamw_kernel(false);
   const Trained eager = train(*group_, false);
   const Trained graphed = train(*group_, true);
-  // Per model: the first phase warms up twice (the second time in the shards' mode), the
-  // widths 28 and 20 once each: 4 eager steps, 3 captures, 28 replays.
-  EXPECT_EQ(graphed.captures, 2 * 3);
-  EXPECT_EQ(graphed.replays, 2 * 28);
+  // Per model: the first phase warms up twice (the second time in the shards' mode), each
+  // later phase once: 5 eager steps, 4 captures, 27 replays.
+  EXPECT_EQ(graphed.captures, 2 * 4);
+  EXPECT_EQ(graphed.replays, 2 * 27);
   expect_same_training(eager, graphed);
+}
+
+// On the GPU, attention without a mask (cuDNN's causal kernel) where padding only trails: the
+// real actions' log-probs in bf16 as far from float32's (with the mask) as the masked bf16
+// ones are, give or take bf16's rounding.
+TEST_F(StepGraphGpu, CausalOnlyFollowsTheMaskInBf16) {
+  const Config c = update_config(false);
+  auto half = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr);
+  auto exact = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr, torch::kFloat32);
+  const Phase p = phase(7, 16, group_->device(), /*left_padding=*/false);
+  ASSERT_TRUE(padding_trails(p.batch));
+  torch::NoGradGuard no_grad;
+  const SamplingView view{kVocab - 6, 0.9};
+  const auto real = p.batch.action_mask.to(torch::kBool);
+  auto logp = [&](RoleModel& m, bool causal_only) {
+    return action_logprobs(*m.model, p.batch, view, nullptr, causal_only).masked_select(real).to(torch::kCPU,
+                                                                                                  torch::kDouble);
+  };
+  const auto reference = logp(*exact, false);
+  auto error = [&](const torch::Tensor& t) { return (t - reference).abs().max().item<double>(); };
+  const double masked = error(logp(*half, false)), causal = error(logp(*half, true));
+  const double exact_causal = error(logp(*exact, true));
+  std::printf("[causal only] max |log-prob error| against float32 with the mask: bf16 masked %.3e, bf16 causal "
+              "%.3e, float32 causal %.3e\n", masked, causal, exact_causal);
+  EXPECT_LE(exact_causal, 1e-4);
+  EXPECT_LE(causal, std::max(2 * masked, 2e-2));
 }
 
 TEST(StepGraph, NotOnTheCpu) {

@@ -297,6 +297,34 @@ TEST_P(Parity, LeftPaddingMatchesEachSequenceAlone) {
   }
 }
 
+// Each sequence alone with padding after it, run with causal_only (attention without a mask,
+// the scoring and training paths' form for batches whose padding only trails): its real
+// positions (a reward head's score: at its last real token) as HF's on the sequence alone, and
+// as the masked forward's on the same input.
+TEST_P(Parity, TrailingPaddingWithoutAMaskMatchesHF) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const std::string key = output_key(ref_->head);
+  const int64_t B = ids.size(0), T = ids.size(1), pad = 3;
+  torch::NoGradGuard no_grad;
+  for (int64_t b = 0; b < B; ++b) {
+    SCOPED_TRACE("sequence " + std::to_string(b));
+    const int64_t n = mask[b].sum().item<int64_t>();
+    const auto seq = torch::cat({ids.slice(0, b, b + 1).slice(1, T - n, T), torch::full({1, pad}, 1, torch::kLong)}, 1);
+    const auto seq_mask = torch::cat({torch::ones({1, n}, torch::kLong), torch::zeros({1, pad}, torch::kLong)}, 1);
+    const auto causal = model->head_output(model->hidden_states(seq, seq_mask, nullptr, true), seq_mask);
+    const auto masked = model->head_output(model->hidden_states(seq, seq_mask), seq_mask);
+    const auto alone_hf = ref_->get(key + "_seq" + std::to_string(b));
+    if (ref_->head == Head::sequence_reward) {
+      EXPECT_TRUE(close(causal.reshape({-1}), alone_hf));
+      EXPECT_TRUE(close(causal, masked));
+    } else {
+      EXPECT_TRUE(close(causal[0].slice(0, 0, n), alone_hf));
+      EXPECT_TRUE(close(causal[0].slice(0, 0, n), masked[0].slice(0, 0, n)));
+    }
+  }
+}
+
 // Generation and incremental decoding: the causal LM directories only.
 class CausalParity : public Parity {
  protected:

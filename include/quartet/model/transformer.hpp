@@ -48,8 +48,14 @@ class TransformerImpl : public torch::nn::Module {
   KVCache make_cache(int64_t batch, int64_t max_len) const;
   // forward() in two halves: the final-normed hidden states [B, T, hidden], then the head
   // (attention_mask as given to hidden_states; sequence_reward reads it).
+  // causal_only (without a cache) is the caller's promise that every row's padding trails its
+  // real tokens (attention_mask is ones, then zeros: padding_trails() in rl/experience.hpp).
+  // Causality alone then hides all padding from every real token, and attention runs without a
+  // mask (SDPA's is_causal), as HF's SDPA path does for an all-ones mask: real tokens get the
+  // same outputs, and the fused kernels need not read a [B, 1, T, S] mask. Trailing padded
+  // positions then see the padding before them too; their outputs are not meant to be read.
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                              KVCache* cache = nullptr);
+                              KVCache* cache = nullptr, bool causal_only = false);
   torch::Tensor head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask);
   // causal_lm only: logits [B, V] of the last position, without the [B, T, V] of the others.
   torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

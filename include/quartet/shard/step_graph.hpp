@@ -48,7 +48,9 @@ class StepGraph {
   static bool applies(const ShardedModel& model);
 
   // The phase's inputs (undefined entries allowed), read by the steps until the next call.
-  void begin_phase(std::vector<torch::Tensor> sources);
+  // `variant` names what else the micro-batch function decides on the host for this phase
+  // (a graph replays the choice it was captured with): graphs of another variant are dropped.
+  void begin_phase(std::vector<torch::Tensor> sources, int64_t variant = 0);
   // One micro-batch of an optimizer step of `micros` (after model.zero_grad() for the first):
   // forward, loss, and model.backward(loss / micros), as the eager loop runs it. Returns {loss,
   // statistics...} detached; after a replay they are the graph's tensors, rewritten by its next
@@ -66,6 +68,7 @@ class StepGraph {
 
   ShardedModel& model_;
   std::vector<torch::Tensor> sources_;
+  int64_t variant_ = 0;
   int64_t phase_ = 0;  // begin_phase() calls: a graph copies the sources once per phase
   std::vector<std::unique_ptr<Captured>> captured_;  // one per gradient state before the micro-batch
   std::unique_ptr<Shared> shared_;                   // the capture stream and memory pool
