@@ -25,7 +25,8 @@ bool attend_in_registers(bool bf16, int g, int hd);
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream);
+                                 int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
+                                 cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
 cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
@@ -195,7 +196,7 @@ bool attend_decode_supports(int64_t g, int64_t hd) { return g >= 1 && g <= 8 && 
 
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale, int max_splits, int chunk_bytes,
-                            int* blocks_per_sm) {
+                            int* blocks_per_sm, const torch::Tensor& last_slot) {
 #ifdef QUARTET_WITH_DECODE_KERNELS
   QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
                 "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
@@ -215,6 +216,9 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
                     bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
                     (bias.scalar_type() == q.scalar_type() || bias_f32),
                 "attend_decode: bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
+  QUARTET_CHECK(!last_slot.defined() || (last_slot.device() == q.device() && last_slot.scalar_type() == torch::kLong &&
+                                          last_slot.numel() == 1),
+                "attend_decode: last_slot must be one int64 on q's device");
   auto out = torch::empty_like(q);
   if (B == 0) return out;
   const bool bf16 = q.scalar_type() == torch::kBFloat16;
@@ -229,13 +233,14 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
       bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
       bias.stride(1), out.data_ptr(), floats > 0 ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
       static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0),
-      k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes, blocks_per_sm,
+      k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes,
+      last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr, blocks_per_sm,
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));
   return out;
 #else
   (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)chunk_bytes,
-      (void)blocks_per_sm;
+      (void)blocks_per_sm, (void)last_slot;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
   return {};
 #endif

@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     attend_decode_kernel(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
                          const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1, T* __restrict__ out,
                          float* __restrict__ partial, int nkv, int g, int hd, int span, int chunk, int split_len,
-                         int64_t cache_row, int64_t cache_head, float scale) {
+                         int64_t cache_row, int64_t cache_head, float scale, const int64_t* __restrict__ last_slot) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Two buffers of [chunk, hd] keys then [chunk, hd] values: one being copied in while the
   // other is worked on.
@@ -262,8 +262,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
   const int group = tid / 8, sub = tid % 8, groups = blockDim.x / 8;
-  // Split-K (flash decoding): block (bk, split) takes slots [split * split_len, + split_len).
-  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(span, s_begin + split_len);
+  // Split-K (flash decoding): block (bk, split) takes slots [split * split_len, + split_len),
+  // none after *last_slot (masked: a split past it reads nothing, and its maximum of -inf is
+  // skipped when the splits combine).
+  const int live = last_slot ? min(span, static_cast<int>(*last_slot) + 1) : span;
+  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(live, s_begin + split_len);
   // A cache's slots lie back to back, so a chunk is one contiguous run of bytes.
   auto copy_chunk = [&](int c0, int buf) {
     const int bytes = min(chunk, s_end - c0) * hd * static_cast<int>(sizeof(T));
@@ -455,12 +458,17 @@ __global__ void __launch_bounds__(kWarpsW * 32)
     attend_warps_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
                         const __nv_bfloat16* __restrict__ v_cache, const TB* __restrict__ bias, int64_t bias_s0,
                         int64_t bias_s1, __nv_bfloat16* __restrict__ out, float* __restrict__ partial, int nkv,
-                        int span, int split_len, int64_t cache_row, int64_t cache_head, float scale) {
+                        int span, int split_len, int64_t cache_row, int64_t cache_head, float scale,
+                        const int64_t* __restrict__ last_slot) {
   constexpr int hd = kWarpHd;
   __shared__ float merged[kWarpsW][G][hd + 2];  // each warp's acc, then m and l
   const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = lane / 16, hl = lane % 16;
-  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(span, s_begin + split_len);
+  // Slots after *last_slot hold nothing yet (masked): not read. A split past it reads none and
+  // leaves a maximum of -inf, which the combining kernel skips. Each slot read keeps its warp and
+  // half, so what is read is summed in the same order: the same bits as reading the whole span.
+  const int live = last_slot ? min(span, static_cast<int>(*last_slot) + 1) : span;
+  const int split = blockIdx.y, s_begin = split * split_len, s_end = min(live, s_begin + split_len);
   const __nv_bfloat16* kp = k_cache + b * cache_row + kv * cache_head + hl * 8;
   const __nv_bfloat16* vp = v_cache + b * cache_row + kv * cache_head + hl * 8;
   const TB* bp = bias + bk * bias_s0;
@@ -587,8 +595,8 @@ inline int warps_splits(int span, int max_splits, int blocks, int sms) {
 template <typename TB, int G>
 cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                                 int64_t bias_s1, void* out, float* partial, int B, int nkv, int span,
-                                int64_t cache_row, int64_t cache_head, float scale, int max_splits, int* blocks_per_sm,
-                                cudaStream_t stream) {
+                                int64_t cache_row, int64_t cache_head, float scale, int max_splits,
+                                const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
   if (blocks_per_sm)
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, attend_warps_kernel<TB, G>, kWarpsW * 32, 0);
   const int splits = warps_splits(span, max_splits, B * nkv, multiprocessors());
@@ -597,7 +605,7 @@ cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, con
   attend_warps_kernel<TB, G><<<grid, block, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
       static_cast<const TB*>(bias), bias_s0, bias_s1, static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len,
-      cache_row, cache_head, scale);
+      cache_row, cache_head, scale, last_slot);
   if (splits > 1)
     attend_combine_kernel<__nv_bfloat16><<<B * nkv, 128, 0, stream>>>(partial, static_cast<__nv_bfloat16*>(out), G,
                                                                       kWarpHd, splits);
@@ -608,10 +616,10 @@ template <typename TB>
 cudaError_t launch_attend_warps_g(int g, const void* q, const void* k, const void* v, const void* bias,
                                   int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B, int nkv,
                                   int span, int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                                  int* blocks_per_sm, cudaStream_t stream) {
+                                  const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
 #define QUARTET_ATTEND_WARPS(G)                                                                                 \
   launch_attend_warps<TB, G>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row, cache_head, \
-                             scale, max_splits, blocks_per_sm, stream)
+                             scale, max_splits, last_slot, blocks_per_sm, stream)
   if (g == 1) return QUARTET_ATTEND_WARPS(1);
   if (g == 2) return QUARTET_ATTEND_WARPS(2);
   if (g == 4) return QUARTET_ATTEND_WARPS(4);
@@ -623,7 +631,7 @@ template <typename T, typename TB, int DPL>
 cudaError_t launch_attend(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                           int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
                           int64_t cache_row, int64_t cache_head, float scale, int max_splits, int chunk_bytes,
-                          int* blocks_per_sm, cudaStream_t stream) {
+                          const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
   const int chunk = attend_chunk(hd, sizeof(T), chunk_bytes);
   const int splits = attend_splits(span, chunk, max_splits, B * nkv, multiprocessors());
   const int split_len = (span + splits - 1) / splits;
@@ -664,12 +672,12 @@ cudaError_t launch_attend(const void* q, const void* k, const void* v, const voi
     attend_decode_kernel<T, TB, DPL, kVec><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
         bias_s0, bias_s1, static_cast<T*>(out), partial, nkv, g, hd, span, chunk, split_len, cache_row, cache_head,
-        scale);
+        scale, last_slot);
   else
     attend_decode_kernel<T, TB, DPL, 1><<<grid, block, shared, stream>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const TB*>(bias),
         bias_s0, bias_s1, static_cast<T*>(out), partial, nkv, g, hd, span, chunk, split_len, cache_row, cache_head,
-        scale);
+        scale, last_slot);
   if (splits > 1)
     attend_combine_kernel<T><<<B * nkv, 128, 0, stream>>>(partial, static_cast<T*>(out), g, hd, splits);
   return cudaGetLastError();
@@ -679,10 +687,10 @@ template <typename T, typename TB>
 cudaError_t launch_attend_dpl(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                               int64_t bias_s1, void* out, float* partial, int B, int nkv, int g, int hd, int span,
                               int64_t cache_row, int64_t cache_head, float scale, int max_splits, int chunk_bytes,
-                              int* blocks_per_sm, cudaStream_t stream) {
+                              const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
 #define QUARTET_ATTEND(D)                                                                                         \
   launch_attend<T, TB, D>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span, cache_row, cache_head, \
-                          scale, max_splits, chunk_bytes, blocks_per_sm, stream)
+                          scale, max_splits, chunk_bytes, last_slot, blocks_per_sm, stream)
   if (hd <= 32) return QUARTET_ATTEND(1);
   if (hd <= 64) return QUARTET_ATTEND(2);
   if (hd <= 128) return QUARTET_ATTEND(4);
@@ -809,7 +817,8 @@ int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, in
 cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
                                  const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, int chunk_bytes, int* blocks_per_sm, cudaStream_t stream) {
+                                 int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
+                                 cudaStream_t stream) {
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   // Heads of 128 in bfloat16 (16-byte aligned rows) take the register kernel, unless a chunk
   // size asks for the shared-memory one (benchmarks compare the two).
@@ -818,21 +827,22 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
   if (warps_path(bf16, g, hd, chunk_bytes) && aligned) {
     if (bias_f32)
       return launch_attend_warps_g<float>(g, q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row,
-                                          cache_head, scale, max_splits, blocks_per_sm, stream);
+                                          cache_head, scale, max_splits, last_slot, blocks_per_sm, stream);
     return launch_attend_warps_g<__nv_bfloat16>(g, q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span,
-                                                cache_row, cache_head, scale, max_splits, blocks_per_sm, stream);
+                                                cache_row, cache_head, scale, max_splits, last_slot, blocks_per_sm,
+                                                stream);
   }
   if (!bf16)
     return launch_attend_dpl<float, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
-                                           cache_row, cache_head, scale, max_splits, chunk_bytes, blocks_per_sm,
-                                           stream);
+                                           cache_row, cache_head, scale, max_splits, chunk_bytes, last_slot,
+                                           blocks_per_sm, stream);
   if (bias_f32)
     return launch_attend_dpl<__nv_bfloat16, float>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd, span,
                                                    cache_row, cache_head, scale, max_splits, chunk_bytes,
-                                                   blocks_per_sm, stream);
+                                                   last_slot, blocks_per_sm, stream);
   return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd,
                                                          span, cache_row, cache_head, scale, max_splits, chunk_bytes,
-                                                         blocks_per_sm, stream);
+                                                         last_slot, blocks_per_sm, stream);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,

@@ -126,6 +126,48 @@ TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
   }
 }
 
+// A last slot (a decoding step's, read from the device when the kernel runs) with every slot
+// after it masked: nothing after it is read (the cache holds NaN there, which would show), in
+// one split and in several (the later splits then read nothing). The register form gives the
+// same bits as reading the whole span (masked slots read there add exact zeros); the
+// shared-memory form (float32) may round its chunks' rescaling differently, so it must agree
+// with float64 attention as closely as it does without the last slot.
+TEST_P(DecodeKernels, AttendDecodeStopsAtTheLastSlot) {
+  auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+  const int64_t B = 4, nkv = 8, g = 2, hd = 128, span = 256;
+  for (int64_t last : {0L, 100L, 129L, 200L, 255L}) {
+    for (int splits : {0, 4}) {
+      SCOPED_TRACE("last slot " + std::to_string(last) + ", splits " + std::to_string(splits));
+      auto kc = torch::randn({B, nkv, span, hd}, opts), vc = torch::randn({B, nkv, span, hd}, opts);
+      auto q = torch::randn({B, nkv * g, hd}, opts);
+      auto visible = torch::rand({B, span}, torch::TensorOptions().device(kCuda)) > 0.25;
+      visible.narrow(1, last, 1).fill_(true);
+      if (last + 1 < span) visible.narrow(1, last + 1, span - last - 1).fill_(false);
+      auto bias = torch::zeros({B, 1, 1, span}, opts)
+                      .masked_fill_(visible.logical_not().view({B, 1, 1, span}),
+                                    -std::numeric_limits<float>::infinity())
+                      .expand({B, nkv, g, span})
+                      .reshape({B * nkv, g, span});
+      const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+      const auto whole = quartet::attend_decode(q, kc, vc, bias, span, scale, splits);
+      const auto slot = torch::full({1}, last, torch::TensorOptions().dtype(torch::kLong).device(kCuda));
+      if (last + 1 < span) {
+        kc.narrow(2, last + 1, span - last - 1).fill_(std::numeric_limits<float>::quiet_NaN());
+        vc.narrow(2, last + 1, span - last - 1).fill_(std::numeric_limits<float>::quiet_NaN());
+      }
+      const auto stopped = quartet::attend_decode(q, kc, vc, bias, span, scale, splits, 0, nullptr, slot);
+      EXPECT_TRUE(torch::isfinite(stopped).all().item<bool>());
+      if (quartet::attend_decode_in_registers(dtype(), g, hd)) {
+        EXPECT_TRUE(torch::equal(stopped, whole));
+      } else {
+        const auto expected = attention_reference(q, kc.nan_to_num(0), vc.nan_to_num(0), bias, span, scale);
+        const double err = max_abs(stopped.to(torch::kDouble) - expected) / max_abs(expected);
+        EXPECT_LE(err, tolerance());
+      }
+    }
+  }
+}
+
 // The one-pass race picks the token that ATen's softmax / Exp(1) race picks on the same draws,
 // over a narrowed (vocab_limit) view of the logits.
 TEST_P(DecodeKernels, SampleRaceSameTokensAsSoftmaxRace) {

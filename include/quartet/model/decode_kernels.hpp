@@ -64,9 +64,13 @@ bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd);
 // decoding; 0: chosen for the GPU), chunk_bytes > 0 the shared-memory form with that many bytes
 // of keys per chunk (0: the register form where it applies, else 8 KB chunks);
 // blocks_per_sm non-null launches nothing and reports how many blocks one SM holds at once.
+// last_slot (optional, one int64 on the device, read when the kernel runs): the slots after it
+// are masked for every row (a decoding step's slots not yet written), and are not read. A CUDA
+// graph captured for a span then reads only what each step has.
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale, int max_splits = 0,
-                            int chunk_bytes = 0, int* blocks_per_sm = nullptr);
+                            int chunk_bytes = 0, int* blocks_per_sm = nullptr,
+                            const torch::Tensor& last_slot = torch::Tensor());
 
 // One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
 // stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
