@@ -10,6 +10,7 @@
 # MIN_NEW_TOKENS (128), ACTOR_LR (5e-7), CRITIC_LR (9e-6), MICRO_BATCH (8) and ITERATIONS (4)
 # change those settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
 # TAG=x suffixes the run directories and logs (ppo_colocated-1-x.log), to compare settings in one call.
+# PROMPTS=prompts_varied takes prompts of 64 to 128 tokens (left-padded batches) instead.
 # SET="rollout.score_micro_batch=8 ..." adds deck settings to every run.
 # RESHARD_AFTER_FORWARD=false keeps the actor's and critic's gathered blocks through each update
 # (model.<role>.reshard_after_forward; matters where they are sharded, colocated on 2 GPUs).
@@ -18,7 +19,7 @@ source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jso
 # The 886M Llama shape of the benchmarks (also the reference workload).
 CFG=$PWD/inputs/models/llama-886m/config.json
 COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=${ITERATIONS:-4} --set checkpoint.at_end=false
-        --set rollout.prompts=runs/prompts128.jsonl
+        --set rollout.prompts=runs/${PROMPTS:-prompts128}.jsonl
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
         --set rollout.min_new_tokens=${MIN_NEW_TOKENS:-128} --set model.actor.lr=${ACTOR_LR:-5e-7}
         --set model.critic.lr=${CRITIC_LR:-9e-6}

@@ -1,7 +1,8 @@
 # Sourced by the bench/gpu_*.sh scripts that run `quartet train` (from the repo root, after
 # `source .gpu/env.sh`): $OUT (logs) made absolute, t() for elapsed-time lines, quartet built
 # into build-gpu (configured on first use), and runs/prompts128.jsonl: 512 prompts of 128
-# tokens for the built-in character tokenizer (<bos> and 127 characters).
+# tokens for the built-in character tokenizer (<bos> and 127 characters); runs/prompts_varied.jsonl
+# the same with 64 to 128 tokens (batches of left-padded prompts).
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 [ -d build-gpu ] || cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" > "$OUT/build.log" 2>&1
@@ -14,6 +15,13 @@ import json, random
 r = random.Random(1)
 for i in range(512):
     print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(127))}))
+PY
+python3 - > runs/prompts_varied.jsonl <<'PY'
+import json, random
+r = random.Random(2)
+for i in range(512):
+    n = r.randint(63, 127)
+    print(json.dumps({"prompt": "".join(r.choice("abcdefghij klmnopqrstuvwxyz0123456789") for _ in range(n))}))
 PY
 
 # phase_summary RUN_DIR:GPUS ...: each run's run file copied to $OUT/<run>/run.h5 (it comes back

@@ -201,7 +201,7 @@ torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
 struct Step {
   torch::Tensor cos, sin;   // [B, 1, T, rotary_dim] or undefined (learned positions)
   torch::Tensor mask;       // [B, 1, T, S] bool, true = may attend
-  // Without a mask: causal attention alone (hidden_states' causal_only), mask undefined.
+  // Without a mask: causal attention alone (hidden_states' PaddingLayout), mask undefined.
   bool causal_only = false;
   torch::Tensor sliding_mask;  // the same within the sliding window, for the layers that slide
   KVCache* cache = nullptr;
@@ -758,7 +758,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const tor
 }
 
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                             KVCache* cache, bool causal_only) {
+                                             KVCache* cache, PaddingLayout padding) {
   const ModelConfig& c = config_;
   QUARTET_CHECK(input_ids.dim() == 2, "Transformer: input_ids must be [batch, tokens]");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
@@ -776,20 +776,31 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   }
   const auto dev = input_ids.device();
 
+  // The caller's promise of where padding lies (PaddingLayout) makes causality the whole mask,
+  // for every layer where no window is shorter than the sequence.
+  const auto& sl = c.sliding_layers;
+  const bool slides = std::find(sl.begin(), sl.end(), true) != sl.end();
+  Step step;
+  step.causal_only = padding != PaddingLayout::anywhere && !cache && !(slides && S > c.sliding_window);
+  torch::Tensor ids = input_ids, mask = attention_mask.to(dev);
+  torch::Tensor unshift;  // [B, T, 1]: where each of the caller's positions went
+  if (step.causal_only && padding == PaddingLayout::around) {
+    // Row r's `lead` leading pads move behind it: shifted[r, j] = given[r, (j + lead) mod T].
+    auto lead = (mask.ne(0).to(torch::kLong).cumsum(1) == 0).sum(1, /*keepdim=*/true);  // [B, 1]
+    auto j = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(dev)).unsqueeze(0);
+    auto shift = (j + lead).remainder(T);
+    ids = input_ids.gather(1, shift);
+    mask = mask.gather(1, shift);
+    unshift = (j - lead).remainder(T).unsqueeze(-1);
+  }
+
   // Positions count real tokens only, so left padding does not shift them (as HF generate).
-  auto valid = attention_mask.to(dev) != 0;
+  auto valid = mask != 0;
   auto positions = (valid.to(torch::kLong).cumsum(-1) - 1).clamp_min(0);
   auto pos = past ? positions.narrow(1, past, T) : positions;
 
   // Causal over absolute slots, keys limited to real tokens; every query also sees its own
   // slot so that padding rows are never fully masked (SDPA would return NaN there).
-  // The caller's promise that padding only trails (see transformer.hpp) makes causality the
-  // whole mask, for every layer where no window is shorter than the sequence; SDPA's is_causal
-  // then spares building the mask and its kernels reading it.
-  const auto& sl = c.sliding_layers;
-  const bool slides = std::find(sl.begin(), sl.end(), true) != sl.end();
-  Step step;
-  step.causal_only = causal_only && !cache && !(slides && S > c.sliding_window);
   auto q_slot = torch::arange(past, S, torch::TensorOptions().dtype(torch::kLong).device(dev));
   auto k_slot = torch::arange(S, torch::TensorOptions().dtype(torch::kLong).device(dev));
   if (!step.causal_only) {
@@ -811,7 +822,7 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   step.cache = cache;
   step.past = past;
 
-  auto x = impl_->base->embed(input_ids);
+  auto x = impl_->base->embed(ids);
   if (c.family == Family::gpt2) {
     x = x + impl_->base->wpe(pos);
   } else {
@@ -841,7 +852,9 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
     }
   }
   if (cache) cache->length = S;
-  return impl_->base->norm(x);
+  x = impl_->base->norm(x);
+  if (unshift.defined()) x = x.gather(1, unshift.expand({B, T, x.size(-1)}));  // the caller's positions
+  return x;
 }
 
 bool TransformerImpl::decode_needs_host_length(int64_t max_len) const {

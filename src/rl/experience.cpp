@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "quartet/core/check.hpp"
 #include "quartet/rl/losses.hpp"
@@ -110,20 +112,31 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_devi
 
 }  // namespace
 
-bool padding_trails(const RolloutBatch& batch) {
-  if (batch.rows() == 0 || batch.attention_mask.size(1) < 2) return true;
+PaddingLayout padding_layout(const RolloutBatch& batch) {
+  // QUARTET_ATTENTION_MASK=always: every batch attends with its mask (benchmarks compare the two).
+  static const bool always_mask = [] {
+    const char* v = std::getenv("QUARTET_ATTENTION_MASK");
+    return v && std::string(v) == "always";
+  }();
+  if (always_mask) return PaddingLayout::anywhere;
+  if (batch.rows() == 0 || batch.attention_mask.size(1) < 2) return PaddingLayout::trailing;
   const auto real = batch.attention_mask.ne(0);
   const int64_t W = real.size(1);
-  // A hole: a real token right after a padded one.
-  return !real.narrow(1, 1, W - 1).logical_and(real.narrow(1, 0, W - 1).logical_not()).any().item<bool>();
+  // Per row, the real tokens that follow padding: none (trailing), or one whose padding is the
+  // row's start (around).
+  const auto rises = real.narrow(1, 1, W - 1).logical_and(real.narrow(1, 0, W - 1).logical_not()).sum(1);
+  const auto around = rises.eq(0).logical_or(rises.eq(1).logical_and(real.select(1, 0).logical_not()));
+  const auto facts = torch::stack({rises.eq(0).all(), around.all()}).to(torch::kCPU);  // the read-back
+  if (facts[0].item<bool>()) return PaddingLayout::trailing;
+  return facts[1].item<bool>() ? PaddingLayout::around : PaddingLayout::anywhere;
 }
 
 torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
-                              torch::Tensor* entropy, bool causal_only) {
+                              torch::Tensor* entropy, PaddingLayout padding) {
   auto b = on_device(batch, model.device());
   const int64_t P = b.prompt_len(), A = b.actions();
   // Positions P-1 .. P+A-2 predict the actions; the vocabulary product runs on those alone.
-  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1, causal_only);
+  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1, padding);
   auto acting = logits.narrow(1, 0, A);
   auto actions = b.sequences.narrow(1, P, A);
   if (view.vocab_limit > 0 && view.vocab_limit < acting.size(-1)) {
@@ -137,32 +150,32 @@ torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, co
   return token_logprobs(acting, actions);
 }
 
-torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, bool causal_only) {
+torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, PaddingLayout padding) {
   auto b = on_device(batch, model.device());
-  auto values = model.forward(b.sequences, b.attention_mask, /*head_from=*/0, causal_only);
+  auto values = model.forward(b.sequences, b.attention_mask, /*head_from=*/0, padding);
   return values.narrow(1, b.prompt_len() - 1, b.actions()).to(torch::kFloat32);
 }
 
 torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
                              const SamplingView& view) {
-  const bool causal = padding_trails(batch);  // once for the whole batch: it is a read-back
+  const PaddingLayout padding = padding_layout(batch);  // once for the whole batch: it is a read-back
   return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
-    return action_logprobs(model, mb, view, nullptr, causal);
+    return action_logprobs(model, mb, view, nullptr, padding);
   });
 }
 
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  const bool causal = padding_trails(batch);
+  const PaddingLayout padding = padding_layout(batch);
   return micro_batched(model, batch, micro_batch,
-                       [&](const RolloutBatch& mb) { return action_values(model, mb, causal); });
+                       [&](const RolloutBatch& mb) { return action_values(model, mb, padding); });
 }
 
 torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  const bool causal = padding_trails(batch);
+  const PaddingLayout padding = padding_layout(batch);
   return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
     auto b = on_device(mb, model.device());
     // The head still reads the mask: a row's score is at its last real token.
-    return model.forward(b.sequences, b.attention_mask, /*head_from=*/0, causal).to(torch::kFloat32);
+    return model.forward(b.sequences, b.attention_mask, /*head_from=*/0, padding).to(torch::kFloat32);
   });
 }
 

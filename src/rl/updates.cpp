@@ -133,17 +133,17 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                                      tg.advantages.to(dev),
                                      grpo && al.kl_coef > 0 ? tg.ref_logp.to(dev) : torch::Tensor()};
   const SamplingView view = tg.view;
-  const bool causal = padding_trails(tg.batch);  // per phase: a read-back where the batch is on a device
+  const PaddingLayout padding = padding_layout(tg.batch);  // per phase: a read-back where on a device
   return run_updates(
       actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
-      std::move(sources), causal,
-      [&actor, &al, grpo, view, causal](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+      std::move(sources), static_cast<int64_t>(padding),
+      [&actor, &al, grpo, view, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
         if (i.numel() == 0) return empty_turn(*actor.model);
         const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
         auto mask = b.action_mask.to(torch::kFloat32);
         std::vector<torch::Tensor> out(kSlots);
         torch::Tensor entropy;
-        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, causal);
+        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, padding);
         auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
         auto loss = pl.loss;
         if (al.entropy_coef > 0) {
@@ -170,14 +170,14 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
   std::vector<torch::Tensor> sources{on_dev.sequences, on_dev.attention_mask, on_dev.action_mask,
                                      old_values.to(dev), returns.to(dev)};
   const double value_clip = config.algorithm.value_clip;
-  const bool causal = padding_trails(batch);
+  const PaddingLayout padding = padding_layout(batch);
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
-                     std::move(sources), causal,
-                     [&critic, value_clip, causal](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                     std::move(sources), static_cast<int64_t>(padding),
+                     [&critic, value_clip, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
                        if (i.numel() == 0) return empty_turn(*critic.model);
                        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
                        auto mask = b.action_mask.to(torch::kFloat32);
-                       auto values = action_values(*critic.model, b, causal);
+                       auto values = action_values(*critic.model, b, padding);
                        auto vl = ppo_value_loss(values, src[3].index_select(0, i), src[4].index_select(0, i), mask,
                                                 value_clip);
                        std::vector<torch::Tensor> out(kSlots);

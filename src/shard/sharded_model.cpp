@@ -316,7 +316,7 @@ torch::Tensor ShardedModel::run_block(int64_t layer, const TransformerImpl::Bloc
 }
 
 torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                    int64_t head_from, bool causal_only) {
+                                    int64_t head_from, PaddingLayout padding) {
   const bool train = options_.trainable && torch::GradMode::is_enabled();
   const int64_t T = input_ids.size(-1);
   QUARTET_CHECK(head_from >= 0 && head_from < T, "sharded model: the head's first position " +
@@ -327,7 +327,7 @@ torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch:
   ensure(0);
   if (train) root_held_ = true;
   // Transformer::forward's two halves, with the positions before head_from left out between.
-  auto hidden = model_->hidden_states(input_ids, attention_mask, nullptr, causal_only);
+  auto hidden = model_->hidden_states(input_ids, attention_mask, nullptr, padding);
   if (head_from > 0) hidden = hidden.narrow(1, head_from, T - head_from);
   auto out = model_->head_output(hidden, attention_mask);
   if (!train) release(0);

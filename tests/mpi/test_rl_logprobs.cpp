@@ -97,31 +97,47 @@ TEST_F(RlLogprobs, OverTheTokenizersIdsAtTheTemperature) {
   EXPECT_TRUE(torch::allclose(scored.masked_select(mask), got.masked_select(mask), 1e-5, 1e-6));
 }
 
-// Causal attention without a mask where padding only trails (rows that stopped early): the
-// same log-probs of the real actions as with the mask. A left-padded prompt or a hole in a row
-// makes the batch need its mask.
-TEST_F(RlLogprobs, CausalOnlyWherePaddingTrails) {
+// Attention without a mask where no padding comes between real tokens: rows that stopped
+// early (trailing), and left-padded prompts too (around, by the shift): the same log-probs and
+// values of the real actions as with the mask. A hole in a row makes the batch need its mask.
+TEST_F(RlLogprobs, WithoutAMaskWherePaddingAllowsIt) {
   torch::NoGradGuard no_grad;
-  RolloutBatch b = rollouts();
-  ASSERT_TRUE(padding_trails(b));
-  const SamplingView view{kLimit, 0.7};
-  const auto mask = b.action_mask.to(torch::kBool);
-  const auto masked = action_logprobs(*model_, b, view, nullptr, false);
-  const auto causal = action_logprobs(*model_, b, view, nullptr, true);
-  EXPECT_TRUE(torch::allclose(causal.masked_select(mask), masked.masked_select(mask), 1e-5, 1e-6));
-  const auto values_masked = action_values(*model_, b, false), values_causal = action_values(*model_, b, true);
-  EXPECT_TRUE(torch::allclose(values_causal.index({mask}), values_masked.index({mask}), 1e-5, 1e-6));
-
-  RolloutBatch left = b;
+  const RolloutBatch b = rollouts();
+  RolloutBatch left = b;  // rows 0 and 2 left-padded (row 2 also stopped early)
   left.attention_mask = b.attention_mask.clone();
-  left.attention_mask[1][0] = 0;  // a left-padded prompt
-  EXPECT_FALSE(padding_trails(left));
+  left.attention_mask[0].narrow(0, 0, 2).fill_(0);
+  left.attention_mask[2][0] = 0;
   RolloutBatch hole = b;
   hole.attention_mask = b.attention_mask.clone();
   hole.attention_mask[0][kP + 1] = 0;  // a masked token between real ones
-  EXPECT_FALSE(padding_trails(hole));
-  EXPECT_TRUE(padding_trails(select_rows(b, torch::tensor({2}))));
-  EXPECT_TRUE(padding_trails(RolloutBatch{}));
+  RolloutBatch hole_left = left;  // padding first, then a hole
+  hole_left.attention_mask = left.attention_mask.clone();
+  hole_left.attention_mask[0][kP + 1] = 0;
+  EXPECT_EQ(padding_layout(b), PaddingLayout::trailing);
+  EXPECT_EQ(padding_layout(left), PaddingLayout::around);
+  EXPECT_EQ(padding_layout(hole), PaddingLayout::anywhere);
+  EXPECT_EQ(padding_layout(hole_left), PaddingLayout::anywhere);
+  EXPECT_EQ(padding_layout(select_rows(left, torch::tensor({1}))), PaddingLayout::trailing);
+  EXPECT_EQ(padding_layout(RolloutBatch{}), PaddingLayout::trailing);
+
+  const SamplingView view{kLimit, 0.7};
+  const auto mask = b.action_mask.to(torch::kBool);
+  for (const auto& [batch, layout] : {std::pair{b, PaddingLayout::trailing}, std::pair{left, PaddingLayout::around}}) {
+    SCOPED_TRACE(layout == PaddingLayout::trailing ? "trailing" : "around");
+    const auto masked = action_logprobs(*model_, batch, view, nullptr, PaddingLayout::anywhere);
+    const auto causal = action_logprobs(*model_, batch, view, nullptr, layout);
+    EXPECT_TRUE(torch::allclose(causal.masked_select(mask), masked.masked_select(mask), 1e-5, 1e-6));
+    const auto values_masked = action_values(*model_, batch), values_causal = action_values(*model_, batch, layout);
+    EXPECT_TRUE(torch::allclose(values_causal.index({mask}), values_masked.index({mask}), 1e-5, 1e-6));
+    // The scoring path finds the layout itself.
+    EXPECT_TRUE(torch::allclose(score_logprobs(*model_, batch, 2, view).masked_select(mask), masked.masked_select(mask),
+                                1e-5, 1e-6));
+  }
+  // Run as if its padding trailed (no shift), the left-padded batch gives other log-probs: the
+  // comparisons above would see a missing or wrong shift.
+  const auto unshifted = action_logprobs(*model_, left, view, nullptr, PaddingLayout::trailing);
+  EXPECT_FALSE(
+      torch::allclose(unshifted.masked_select(mask), action_logprobs(*model_, left, view).masked_select(mask), 1e-3, 1e-3));
 }
 
 // The head on the later positions only (what action_logprobs asks for): the same logits as the

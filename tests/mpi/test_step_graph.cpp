@@ -5,9 +5,10 @@
 // inputs, not the captured ones; a new width, so the graph must be captured again), give the
 // same weights bit for bit and the same statistics, with quartet's AdamW kernel (which reads
 // the gradients where autograd left them) and with ATen's (which reads the float32 shards).
-// One phase's prompts are all of one length: its updates attend without a mask (causal only,
-// experience.hpp padding_trails), a host-side choice that the graphs must be captured again
-// for. Without a GPU the graphs do not apply, which is checked too.
+// The updates attend without a mask (experience.hpp padding_layout): by a shift where prompts
+// are left-padded, directly in the phase whose prompts are all of one length, a host-side
+// choice that the graphs must be captured again for. Without a GPU the graphs do not apply,
+// which is checked too.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -124,8 +125,8 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head 
   return rm;
 }
 
-// The phases: widths 20, 20 without left padding (attention without a mask: a new graph), 28
-// (a new graph), 20 (the first width again: a new graph too).
+// The phases: widths 20, 20 without left padding (no shift: a new graph), 28 (a new graph), 20
+// (the first width again: a new graph too).
 Trained train(Collectives& group, bool graphs, const Family& f = kLlama, int micro = 4) {
   const Config c = update_config(graphs, micro);
   auto actor = role_model(group, f, Head::causal_lm, 11, c, c.actor.lr);
@@ -244,30 +245,33 @@ TEST_F(StepGraphGpu, GraphedUpdatesWriteTheFloat32ShardsForAtensAdamW) {
   expect_same_training(eager, graphed);
 }
 
-// On the GPU, attention without a mask (cuDNN's causal kernel) where padding only trails: the
-// real actions' log-probs in bf16 as far from float32's (with the mask) as the masked bf16
-// ones are, give or take bf16's rounding.
-TEST_F(StepGraphGpu, CausalOnlyFollowsTheMaskInBf16) {
+// On the GPU, attention without a mask (cuDNN's causal kernel), where padding only trails and
+// where prompts are left-padded (the shift): the real actions' log-probs in bf16 as far from
+// float32's (with the mask) as the masked bf16 ones are, give or take bf16's rounding.
+TEST_F(StepGraphGpu, WithoutAMaskFollowsTheMaskInBf16) {
   const Config c = update_config(false);
   auto half = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr);
   auto exact = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr, torch::kFloat32);
-  const Phase p = phase(7, 16, group_->device(), /*left_padding=*/false);
-  ASSERT_TRUE(padding_trails(p.batch));
-  torch::NoGradGuard no_grad;
-  const SamplingView view{kVocab - 6, 0.9};
-  const auto real = p.batch.action_mask.to(torch::kBool);
-  auto logp = [&](RoleModel& m, bool causal_only) {
-    return action_logprobs(*m.model, p.batch, view, nullptr, causal_only).masked_select(real).to(torch::kCPU,
-                                                                                                  torch::kDouble);
-  };
-  const auto reference = logp(*exact, false);
-  auto error = [&](const torch::Tensor& t) { return (t - reference).abs().max().item<double>(); };
-  const double masked = error(logp(*half, false)), causal = error(logp(*half, true));
-  const double exact_causal = error(logp(*exact, true));
-  std::printf("[causal only] max |log-prob error| against float32 with the mask: bf16 masked %.3e, bf16 causal "
-              "%.3e, float32 causal %.3e\n", masked, causal, exact_causal);
-  EXPECT_LE(exact_causal, 1e-4);
-  EXPECT_LE(causal, std::max(2 * masked, 2e-2));
+  for (bool left_padding : {false, true}) {
+    const Phase p = phase(7, 16, group_->device(), left_padding);
+    const PaddingLayout layout = padding_layout(p.batch);
+    ASSERT_EQ(layout, left_padding ? PaddingLayout::around : PaddingLayout::trailing);
+    torch::NoGradGuard no_grad;
+    const SamplingView view{kVocab - 6, 0.9};
+    const auto real = p.batch.action_mask.to(torch::kBool);
+    auto logp = [&](RoleModel& m, PaddingLayout l) {
+      return action_logprobs(*m.model, p.batch, view, nullptr, l).masked_select(real).to(torch::kCPU, torch::kDouble);
+    };
+    const auto reference = logp(*exact, PaddingLayout::anywhere);
+    auto error = [&](const torch::Tensor& t) { return (t - reference).abs().max().item<double>(); };
+    const double masked = error(logp(*half, PaddingLayout::anywhere)), unmasked = error(logp(*half, layout));
+    const double exact_unmasked = error(logp(*exact, layout));
+    std::printf("[no mask, %s] max |log-prob error| against float32 with the mask: bf16 masked %.3e, bf16 "
+                "without %.3e, float32 without %.3e\n", left_padding ? "around" : "trailing", masked, unmasked,
+                exact_unmasked);
+    EXPECT_LE(exact_unmasked, 1e-4);
+    EXPECT_LE(unmasked, std::max(2 * masked, 2e-2));
+  }
 }
 
 TEST(StepGraph, NotOnTheCpu) {

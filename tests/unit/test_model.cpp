@@ -297,10 +297,10 @@ TEST_P(Parity, LeftPaddingMatchesEachSequenceAlone) {
   }
 }
 
-// Each sequence alone with padding after it, run with causal_only (attention without a mask,
-// the scoring and training paths' form for batches whose padding only trails): its real
-// positions (a reward head's score: at its last real token) as HF's on the sequence alone, and
-// as the masked forward's on the same input.
+// Each sequence alone with padding after it, run as PaddingLayout::trailing (attention without
+// a mask, the scoring and training paths' form for such batches): its real positions (a reward
+// head's score: at its last real token) as HF's on the sequence alone, and as the masked
+// forward's on the same input.
 TEST_P(Parity, TrailingPaddingWithoutAMaskMatchesHF) {
   auto model = ref_->load();
   const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
@@ -312,7 +312,8 @@ TEST_P(Parity, TrailingPaddingWithoutAMaskMatchesHF) {
     const int64_t n = mask[b].sum().item<int64_t>();
     const auto seq = torch::cat({ids.slice(0, b, b + 1).slice(1, T - n, T), torch::full({1, pad}, 1, torch::kLong)}, 1);
     const auto seq_mask = torch::cat({torch::ones({1, n}, torch::kLong), torch::zeros({1, pad}, torch::kLong)}, 1);
-    const auto causal = model->head_output(model->hidden_states(seq, seq_mask, nullptr, true), seq_mask);
+    const auto causal =
+        model->head_output(model->hidden_states(seq, seq_mask, nullptr, quartet::PaddingLayout::trailing), seq_mask);
     const auto masked = model->head_output(model->hidden_states(seq, seq_mask), seq_mask);
     const auto alone_hf = ref_->get(key + "_seq" + std::to_string(b));
     if (ref_->head == Head::sequence_reward) {
@@ -322,6 +323,27 @@ TEST_P(Parity, TrailingPaddingWithoutAMaskMatchesHF) {
       EXPECT_TRUE(close(causal[0].slice(0, 0, n), alone_hf));
       EXPECT_TRUE(close(causal[0].slice(0, 0, n), masked[0].slice(0, 0, n)));
     }
+  }
+}
+
+// The left-padded reference batch with padding after it too, run as PaddingLayout::around
+// (each row shifted so that its padding trails, attention without a mask, shifted back): HF's
+// outputs at the real positions.
+TEST_P(Parity, LeftPaddedBatchWithoutAMaskMatchesHF) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const auto expected = ref_->get(output_key(ref_->head));
+  const int64_t B = ids.size(0), pad = 3;
+  ASSERT_TRUE((mask.select(1, 0) == 0).any().item<bool>()) << "the reference batch has no left padding";
+  const auto padded = torch::cat({ids, torch::full({B, pad}, 1, torch::kLong)}, 1);
+  const auto padded_mask = torch::cat({mask, torch::zeros({B, pad}, mask.options())}, 1);
+  torch::NoGradGuard no_grad;
+  const auto out =
+      model->head_output(model->hidden_states(padded, padded_mask, nullptr, quartet::PaddingLayout::around), padded_mask);
+  if (ref_->head == Head::sequence_reward) {
+    EXPECT_TRUE(close(out, expected));
+  } else {
+    EXPECT_TRUE(close(real_positions(out, padded_mask), real_positions(expected, mask)));
   }
 }
 

@@ -33,6 +33,21 @@ struct KVCache {
   int64_t max_len = 0;
 };
 
+// Where a batch's padding lies (attention_mask's zeros), as the caller knows it (rl/experience.hpp
+// padding_layout() finds it for rollouts). Where no row has padding before a real token,
+// causality alone hides all padding from every real token, and attention runs without a mask
+// (SDPA's is_causal, as HF's SDPA path does for an all-ones mask): the fused kernels then skip
+// the future's tiles instead of reading a [B, 1, T, S] mask, about half the work. Left-padded
+// prompts get the same by a shift: each row's leading padding moves behind it (positions count
+// real tokens, so they do not change), the model runs causally, and the hidden states move
+// back. Real tokens get the same outputs either way; padded positions' outputs differ (they
+// see the padding before them) and are not meant to be read.
+enum class PaddingLayout {
+  anywhere,  // no promise: the mask
+  trailing,  // every row: real tokens, then padding (ones, then zeros)
+  around,    // every row: padding, real tokens, padding (a left-padded prompt, a stopped answer)
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   TransformerImpl(const ModelConfig& config, Head head);
@@ -47,15 +62,10 @@ class TransformerImpl : public torch::nn::Module {
                         KVCache* cache = nullptr);
   KVCache make_cache(int64_t batch, int64_t max_len) const;
   // forward() in two halves: the final-normed hidden states [B, T, hidden], then the head
-  // (attention_mask as given to hidden_states; sequence_reward reads it).
-  // causal_only (without a cache) is the caller's promise that every row's padding trails its
-  // real tokens (attention_mask is ones, then zeros: padding_trails() in rl/experience.hpp).
-  // Causality alone then hides all padding from every real token, and attention runs without a
-  // mask (SDPA's is_causal), as HF's SDPA path does for an all-ones mask: real tokens get the
-  // same outputs, and the fused kernels need not read a [B, 1, T, S] mask. Trailing padded
-  // positions then see the padding before them too; their outputs are not meant to be read.
+  // (attention_mask as given to hidden_states; sequence_reward reads it). `padding` (without
+  // a cache) is the caller's promise of where the mask's zeros lie (PaddingLayout).
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                              KVCache* cache = nullptr, bool causal_only = false);
+                              KVCache* cache = nullptr, PaddingLayout padding = PaddingLayout::anywhere);
   torch::Tensor head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask);
   // causal_lm only: logits [B, V] of the last position, without the [B, T, V] of the others.
   torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

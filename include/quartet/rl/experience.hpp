@@ -71,16 +71,19 @@ torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64
 torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
 
 // With grad, for the updates: the log-probs (and, when `entropy` is given, the entropies) of
-// the actions of `batch`'s rows, and the critic's values. causal_only: padding_trails(batch)
-// holds (attention without a mask, ShardedModel::forward).
+// the actions of `batch`'s rows, and the critic's values. padding: padding_layout(batch), or
+// anywhere (the mask; ShardedModel::forward).
 torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
-                              torch::Tensor* entropy = nullptr, bool causal_only = false);
-torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, bool causal_only = false);
+                              torch::Tensor* entropy = nullptr, PaddingLayout padding = PaddingLayout::anywhere);
+torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch,
+                            PaddingLayout padding = PaddingLayout::anywhere);
 
-// Whether every row's padding trails its real tokens (attention_mask is ones, then zeros: no
-// left-padded prompt, no hole), so that causal attention alone hides all padding from real
-// tokens. Prompts of one length make such batches. One read-back when the mask is on a device.
-bool padding_trails(const RolloutBatch& batch);
+// Where the batch's padding lies: trailing when every row is real tokens then padding (prompts
+// of one length), around when every row is padding, real tokens, padding (left-padded prompts),
+// else anywhere (a hole between real tokens). Attention then runs without a mask
+// (PaddingLayout, model/transformer.hpp). One read-back when the mask is on a device.
+// QUARTET_ATTENTION_MASK=always makes it anywhere for every batch.
+PaddingLayout padding_layout(const RolloutBatch& batch);
 
 // Rows `index` (int64, any device) of every tensor of the batch.
 RolloutBatch select_rows(const RolloutBatch& batch, const torch::Tensor& index);

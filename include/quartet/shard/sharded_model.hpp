@@ -74,9 +74,9 @@ class ShardedModel {
   // root stays gathered until backward(). head_from > 0 runs the head on positions head_from ..
   // T-1 only (HF's logits_to_keep): a causal LM's log-probs of actions need no logits for the
   // prompt, and its head is the widest product of the model. Per-token heads only.
-  // causal_only: Transformer::hidden_states' promise that padding only trails.
+  // padding: where the mask's zeros lie (PaddingLayout, model/transformer.hpp).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                        int64_t head_from = 0, bool causal_only = false);
+                        int64_t head_from = 0, PaddingLayout padding = PaddingLayout::anywhere);
   // loss.backward(), then the root's gradients, then every reduce-scatter awaited (with
   // reshard_after_forward = false: awaited by the next backward, or when the gradients are
   // read, grad_shards()).
