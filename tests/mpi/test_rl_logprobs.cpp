@@ -136,8 +136,8 @@ TEST_F(RlLogprobs, WithoutAMaskWherePaddingAllowsIt) {
   // Run as if its padding trailed (no shift), the left-padded batch gives other log-probs: the
   // comparisons above would see a missing or wrong shift.
   const auto unshifted = action_logprobs(*model_, left, view, nullptr, PaddingLayout::trailing);
-  EXPECT_FALSE(
-      torch::allclose(unshifted.masked_select(mask), action_logprobs(*model_, left, view).masked_select(mask), 1e-3, 1e-3));
+  const auto masked = action_logprobs(*model_, left, view);
+  EXPECT_FALSE(torch::allclose(unshifted.masked_select(mask), masked.masked_select(mask), 1e-3, 1e-3));
 }
 
 // The head on the later positions only (what action_logprobs asks for): the same logits as the
