@@ -29,6 +29,9 @@ cudaError_t launch_adamw_many(const AdamWManyStretch* stretches, int count, floa
                               float step_size, float bc2_sqrt, const float* grad_scale, const float* found_inf,
                               cudaStream_t stream);
 cudaError_t launch_land_gradient(float* dst, const void* src, int64_t n, bool add, cudaStream_t stream);
+int64_t sq_norm_blocks(const int64_t* n, int count);
+cudaError_t launch_sq_norm_many(const void* const* g, const int* kind, const int64_t* n, int count, float* partial,
+                                int64_t partials, float* out, cudaStream_t stream);
 }
 #endif
 
@@ -192,6 +195,35 @@ void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add)
 #else
   (void)add;
 #endif
+}
+
+torch::Tensor grad_sq_norm_many(const std::vector<torch::Tensor>& grads, const torch::Device& device) {
+  auto out = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  QUARTET_CHECK(g_switch.on() && device.is_cuda(), "grad_sq_norm_many: quartet's kernels are off or not built");
+  std::vector<const void*> ptrs;
+  std::vector<int> kinds;
+  std::vector<int64_t> sizes;
+  for (const auto& g : grads) {
+    QUARTET_CHECK(g.device() == device && g.is_contiguous() &&
+                      (g.scalar_type() == torch::kFloat32 || g.scalar_type() == torch::kBFloat16),
+                  "grad_sq_norm_many: gradients must be contiguous float32 or bfloat16 tensors on " + device.str());
+    if (g.numel() == 0) continue;
+    ptrs.push_back(g.data_ptr());
+    kinds.push_back(g.scalar_type() == torch::kBFloat16 ? 1 : 0);
+    sizes.push_back(g.numel());
+  }
+#ifdef QUARTET_WITH_ADAMW_KERNEL
+  if (ptrs.empty()) return out;
+  const int64_t partials = kernels::sq_norm_blocks(sizes.data(), static_cast<int>(sizes.size()));
+  auto partial = torch::empty({partials}, out.options());
+  const c10::cuda::CUDAGuard guard(device);
+  const cudaError_t err = kernels::launch_sq_norm_many(ptrs.data(), kinds.data(), sizes.data(),
+                                                       static_cast<int>(ptrs.size()), partial.data_ptr<float>(),
+                                                       partials, out.data_ptr<float>(),
+                                                       c10::cuda::getCurrentCUDAStream(device.index()).stream());
+  QUARTET_CHECK(err == cudaSuccess, std::string("grad_sq_norm_many: kernel launch failed: ") + cudaGetErrorString(err));
+#endif
+  return out;
 }
 
 }  // namespace quartet

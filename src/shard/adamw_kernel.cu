@@ -303,5 +303,130 @@ cudaError_t launch_adamw_many(const AdamWManyStretch* stretches, int count, floa
   return cudaSuccess;
 }
 
+// The squared norm that clipping divides by, over many gradients in a few launches: each block
+// sums the squares of kNormChunk elements of one gradient (float32 or bfloat16) into its own
+// partial, a second kernel sums the partials in a fixed order. ATen's _foreach_norm launches a
+// kernel per few dozen tensors and takes each tensor's norm before their sum.
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int64_t kNormChunk = kNormThreads * 8 * 8;  // 8 vectors of 8 per thread
+constexpr int kNormMaxStretches = 96;                  // 32-byte descriptors and first blocks: < 4 KB
+
+struct NormStretch {
+  const void* g;
+  int64_t n;
+  int kind;        // 0 float32, 1 bfloat16
+  int vectorized;  // 16-byte aligned
+};
+struct NormBatch {
+  NormStretch s[kNormMaxStretches];
+  int first_block[kNormMaxStretches + 1];
+  int count;
+};
+
+template <typename T>
+__device__ __forceinline__ float squares(const T* __restrict__ g, int64_t begin, int64_t end, bool vectorized) {
+  constexpr int kVec = 16 / sizeof(T);
+  float sum = 0.0f;
+  int64_t i = begin + threadIdx.x;
+  if (vectorized) {
+    // begin is a multiple of kNormChunk, so vectors start aligned; the tail goes one by one.
+    const int64_t body = begin + (end - begin) / kVec * kVec;
+    for (int64_t v = begin / kVec + threadIdx.x; v < body / kVec; v += kNormThreads) {
+      float x[kVec];
+      load_vec<kVec>(g + v * kVec, x);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) sum = __fmaf_rn(x[j], x[j], sum);
+    }
+    i = body + threadIdx.x;
+  }
+  for (; i < end; i += kNormThreads) {
+    const float x = load(g[i]);
+    sum = __fmaf_rn(x, x, sum);
+  }
+  return sum;
+}
+
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[kNormThreads / 32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kNormThreads / 32; ++w) total += warp_sums[w];
+  return total;  // thread 0's
+}
+
+__global__ void __launch_bounds__(kNormThreads) sq_norm_many_kernel(const NormBatch batch, float* __restrict__ partial) {
+  const int b = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = batch.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.first_block[mid] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  const NormStretch& s = batch.s[lo];
+  const int64_t begin = static_cast<int64_t>(b - batch.first_block[lo]) * kNormChunk;
+  const int64_t end = begin + kNormChunk < s.n ? begin + kNormChunk : s.n;
+  const float mine = s.kind == 0 ? squares(static_cast<const float*>(s.g), begin, end, s.vectorized)
+                                 : squares(static_cast<const __nv_bfloat16*>(s.g), begin, end, s.vectorized);
+  const float total = block_sum(mine);
+  if (threadIdx.x == 0) partial[b] = total;
+}
+
+// One block: the partials summed in float64 in a fixed order (each thread a strided share,
+// then the threads in order), rounded once to float32.
+__global__ void __launch_bounds__(kNormThreads) sum_partials_kernel(const float* __restrict__ partial, int64_t n,
+                                                                     float* __restrict__ out) {
+  __shared__ double sums[kNormThreads];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) s += partial[i];
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int t = 0; t < kNormThreads; ++t) total += sums[t];
+    *out = static_cast<float>(total);
+  }
+}
+
+}  // namespace
+
+int64_t sq_norm_blocks(const int64_t* n, int count) {
+  int64_t blocks = 0;
+  for (int k = 0; k < count; ++k) blocks += (n[k] + kNormChunk - 1) / kNormChunk;
+  return blocks;
+}
+
+cudaError_t launch_sq_norm_many(const void* const* g, const int* kind, const int64_t* n, int count, float* partial,
+                                int64_t partials, float* out, cudaStream_t stream) {
+  int64_t done = 0;  // blocks launched so far: each launch writes its partials after them
+  for (int at = 0; at < count;) {
+    NormBatch batch{};
+    batch.count = 0;
+    int64_t blocks = 0;
+    for (; at < count && batch.count < kNormMaxStretches; ++at) {
+      if (n[at] == 0) continue;
+      NormStretch& s = batch.s[batch.count];
+      s.g = g[at], s.n = n[at], s.kind = kind[at];
+      s.vectorized = reinterpret_cast<uintptr_t>(g[at]) % 16 == 0;
+      batch.first_block[batch.count] = static_cast<int>(blocks);
+      blocks += (n[at] + kNormChunk - 1) / kNormChunk;
+      ++batch.count;
+    }
+    if (batch.count == 0) continue;
+    batch.first_block[batch.count] = static_cast<int>(blocks);
+    sq_norm_many_kernel<<<static_cast<unsigned>(blocks), kNormThreads, 0, stream>>>(batch, partial + done);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    done += blocks;
+  }
+  if (done != partials) return cudaErrorInvalidValue;
+  sum_partials_kernel<<<1, kNormThreads, 0, stream>>>(partial, partials, out);
+  return cudaGetLastError();
+}
+
 }  // namespace kernels
 }  // namespace quartet

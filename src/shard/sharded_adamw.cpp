@@ -83,8 +83,10 @@ torch::Tensor ShardedAdamW::step_async(double lr) {
 
   // Global norm: every element of the model sits in exactly one rank's shard. Float32 norms
   // also of bfloat16 gradients (the default would round each to bfloat16).
-  auto sq = norm_of.empty() ? torch::zeros({1}, shards.front().options().dtype(torch::kFloat32))
-                            : torch::stack(at::_foreach_norm(norm_of, 2, torch::kFloat32)).pow(2).sum().view({1});
+  // With quartet's kernel, its sum of squares over all of them (adamw_kernel.hpp).
+  auto sq = kernel           ? grad_sq_norm_many(norm_of, shards.front().device())
+            : norm_of.empty() ? torch::zeros({1}, shards.front().options().dtype(torch::kFloat32))
+                              : torch::stack(at::_foreach_norm(norm_of, 2, torch::kFloat32)).pow(2).sum().view({1});
   model_.group().all_reduce(sq, ReduceOp::sum);
   auto norm = sq.sqrt().squeeze(0);  // 0-d (view({}) would pick the dtype overload)
   // Clipping as the fused kernel's grad_scale, which divides: max(1, norm / max_norm).

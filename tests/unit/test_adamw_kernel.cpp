@@ -7,7 +7,9 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "quartet/shard/adamw_kernel.hpp"
@@ -197,6 +199,33 @@ TEST_P(AdamWKernel, LandGradientSameBitsAsCopyAndAdd) {
     quartet::land_gradient(dst, src, /*add=*/false);
     EXPECT_TRUE(torch::equal(dst, src.to(torch::kFloat32))) << "copy, len " << len;
   }
+}
+
+// The clipping norm's sum of squares over 250 gradients (more than one launch takes) of many
+// lengths, float32 and bfloat16, aligned or one element off (param 1): float64's sum of the same
+// squares to float32 rounding, the same bits on a second run, infinity where one is infinite,
+// and 0 for none.
+TEST_P(AdamWKernel, GradSqNormManyIsTheSumOfSquares) {
+  const auto f = torch::TensorOptions().dtype(torch::kFloat32).device(kCuda);
+  std::vector<torch::Tensor> grads;
+  double want = 0;
+  for (int k = 0; k < 250; ++k) {
+    const int64_t len = k % 7 == 0 ? 100000 + k : k % 3 == 0 ? 16384 * 2 + 5 : 1 + 37 * k;
+    auto g = torch::randn({len + 1}, f).narrow(0, GetParam(), len);
+    if (k % 2) g = g.to(torch::kBFloat16).contiguous();
+    if (k % 5 == 0 && GetParam() == 1) g = g.clone();  // some aligned in either setting
+    want += g.to(torch::kDouble).pow(2).sum().item<double>();
+    grads.push_back(g);
+  }
+  grads.push_back(torch::empty({0}, f));
+  const auto got = quartet::grad_sq_norm_many(grads, kCuda);
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1}));
+  EXPECT_NEAR(got.item<double>(), want, 1e-5 * want);
+  EXPECT_TRUE(torch::equal(got, quartet::grad_sq_norm_many(grads, kCuda))) << "not deterministic";
+  grads[3] = grads[3].clone();
+  grads[3][1] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isinf(quartet::grad_sq_norm_many(grads, kCuda).item<double>()));
+  EXPECT_EQ(quartet::grad_sq_norm_many({}, kCuda).item<double>(), 0.0);
 }
 
 // 0: no decay, no clipping (land_gradient: an aligned source); 1: decay in the middle stretch,

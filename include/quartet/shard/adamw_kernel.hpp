@@ -63,4 +63,12 @@ void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep
 bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src);
 void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add);
 
+// The sum of squares of every element of `grads` (contiguous, float32 or bfloat16, on the CUDA
+// `device`) as a [1] float32 tensor there: what clipping by the global norm needs, in a launch
+// per 96 tensors and one more. Each block sums 16,384 elements' squares in float32, the blocks'
+// sums are added in float64 in a fixed order: the same bits every run. ATen's _foreach_norm
+// (per-tensor norms, then their squares summed) launches once per few dozen tensors and reads
+// at well under the bandwidth (bench/RESULTS.md, ninth round).
+torch::Tensor grad_sq_norm_many(const std::vector<torch::Tensor>& grads, const torch::Device& device);
+
 }  // namespace quartet
