@@ -557,11 +557,10 @@ class BlockImpl : public torch::nn::Module {
     }
     auto a = attn_(ln1_(x), s, layer);
     if (c_.parallel_residual) return mlp_->forward(ln2_(x), decode) + a + x;  // NeoX use_parallel_residual
-    if (c_.family == Family::llama && !torch::GradMode::is_enabled() && decode_kernels_for(x) &&
+    if (decode && c_.family == Family::llama && !torch::GradMode::is_enabled() && decode_kernels_for(x) &&
         x.is_contiguous() && a.is_contiguous() && ln2_->weight.is_contiguous() &&
         ln2_->weight.scalar_type() == x.scalar_type()) {
-      // The residual add and the RMSNorm after it in one kernel (decoding, and the forwards
-      // without grad: scoring, the prompt's forward): one pass fewer over the residual stream.
+      // The residual add and the RMSNorm after it in one kernel.
       auto [y, h] = add_rms_norm(x, a, ln2_->weight, c_.norm_eps);
       return y + mlp_->forward(h, decode);
     }
