@@ -154,6 +154,18 @@ struct ManyBatch {
   int count;
 };
 
+// The stretch block b works on: the last whose first block is b or before (a binary search
+// over a launch's stretches, first_block ascending).
+__device__ __forceinline__ int stretch_of_block(const int* first_block, int count, int b) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first_block[mid] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 __device__ __forceinline__ float grad_at(const ManyStretch& s, int64_t i) {
   if (s.grad_kind == 0) return static_cast<const float*>(s.g)[i];
   if (s.grad_kind == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(s.g)[i]);
@@ -166,12 +178,7 @@ __global__ void __launch_bounds__(kManyThreads)
   if (found_inf && *found_inf != 0.0f) return;
   const float scale = grad_scale ? *grad_scale : 1.0f;
   const int b = static_cast<int>(blockIdx.x);
-  int lo = 0, hi = batch.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (batch.first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
-  }
+  const int lo = stretch_of_block(batch.first_block, batch.count, b);
   const ManyStretch& s = batch.s[lo];
   h.lr_decay = s.lr_decay;
   const int64_t begin = static_cast<int64_t>(b - batch.first_block[lo]) * kChunk;
@@ -361,12 +368,7 @@ __device__ __forceinline__ float block_sum(float v) {
 
 __global__ void __launch_bounds__(kNormThreads) sq_norm_many_kernel(const NormBatch batch, float* __restrict__ partial) {
   const int b = static_cast<int>(blockIdx.x);
-  int lo = 0, hi = batch.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (batch.first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
-  }
+  const int lo = stretch_of_block(batch.first_block, batch.count, b);
   const NormStretch& s = batch.s[lo];
   const int64_t begin = static_cast<int64_t>(b - batch.first_block[lo]) * kNormChunk;
   const int64_t end = begin + kNormChunk < s.n ? begin + kNormChunk : s.n;
