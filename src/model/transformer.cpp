@@ -18,7 +18,6 @@
 #include "quartet/core/check.hpp"
 #include "quartet/model/checkpointing.hpp"
 #include "quartet/model/decode_kernels.hpp"
-#include "quartet/model/decode_product.hpp"
 #include "quartet/model/rotary.hpp"
 #include "quartet/model/swiglu_kernel.hpp"
 
@@ -189,18 +188,6 @@ bool decode_kernels_for(const torch::Tensor& x) {
          (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32);
 }
 
-// A decoding step's product x w^T without a bias: quartet's kernel where it takes the shape
-// (model/decode_product.hpp: bfloat16, at most 64 rows), else ATen's. Into out (a [rows, N]
-// view) where defined.
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& out = {}) {
-  if (decode_kernels_for(x) && decode_product_enabled() && decode_product_supports(x, w, out))
-    return decode_product(x, w, out);
-  if (!out.defined()) return torch::linear(x, w);
-  auto rows = out;
-  at::mm_out(rows, x.view({out.size(0), -1}), w.t());
-  return out;
-}
-
 torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   if (act == "silu" || act == "swish") return torch::silu(x);
   if (act == "gelu") return torch::gelu(x);
@@ -335,12 +322,7 @@ class AttentionImpl : public torch::nn::Module {
   }
 
  private:
-  // decode: a decoding step's, through decode_linear where there is no bias.
-  torch::Tensor project_out(const torch::Tensor& out, bool decode = false) {
-    if (c_.family == Family::gpt2) return c_proj_(out);
-    if (decode && !o_->bias.defined()) return decode_linear(out, o_->weight);
-    return o_(out);
-  }
+  torch::Tensor project_out(const torch::Tensor& out) { return c_.family == Family::gpt2 ? c_proj_(out) : o_(out); }
 
   // One decoding step (x [B, 1, hidden]). A step moves little data per kernel, so its time is
   // mostly kernel count: where the projections' weights lie back to back (packed or sharded
@@ -363,14 +345,14 @@ class AttentionImpl : public torch::nn::Module {
     if (c_.family == Family::llama && s.sin_signed.defined() && decode_kernels_for(x)) {
       // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
       // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
-      auto qkv = decode_linear(x, w).view({B, (nh + 2 * nkv) * hd});
+      auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
       auto q = torch::empty({B, nh, hd}, qkv.options());
       qkv_to_cache(qkv, s.cos, s.sin_signed, s.slot, q, s.cache->k[static_cast<size_t>(layer)],
                    s.cache->v[static_cast<size_t>(layer)], nh, nkv, hd);
       return attend_cached(q.view({B * nkv, nh / nkv, hd}), B, s, layer);
     }
     // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
-    auto heads = decode_linear(x, w).view({B, nh + 2 * nkv, 1, hd});
+    auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
     torch::Tensor q, k;
     auto v = heads.narrow(1, v_at, nkv);
     if (s.sin_signed.defined() && k_at == q_at + nh) {
@@ -420,7 +402,7 @@ class AttentionImpl : public torch::nn::Module {
       // The slots after this step's (s.slot) are masked for every row and not read.
       auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
                                s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, 0, nullptr, s.slot);
-      return project_out(out.view({B, 1, nh * hd}), /*decode=*/true);
+      return project_out(out.view({B, 1, nh * hd}));
     }
     auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
     auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
@@ -452,7 +434,7 @@ class AttentionImpl : public torch::nn::Module {
     }
     probs = probs.to(values.scalar_type());
     auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
-    return project_out(out.to(dtype).reshape({B, 1, nh * hd}), /*decode=*/true);
+    return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
 
   ModelConfig c_;
@@ -492,14 +474,11 @@ class MlpImpl : public torch::nn::Module {
       if (decode && !torch::GradMode::is_enabled() && !gate_->bias.defined()) {
         auto w = adjacent_rows({gate_->weight, up_->weight});
         if (w.defined()) {
-          auto gate_up = decode_linear(x, w);
-          auto down = [&](const torch::Tensor& a) {
-            return down_->bias.defined() ? down_(a) : decode_linear(a, down_->weight);
-          };
+          auto gate_up = torch::linear(x, w);
           if ((c_.activation == "silu" || c_.activation == "swish") && decode_kernels_for(gate_up))
-            return down(silu_mul(gate_up));
+            return down_(silu_mul(gate_up));
           const int64_t i = c_.intermediate_size;
-          return down(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
+          return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
         }
       }
       if (c_.activation == "silu" || c_.activation == "swish") {
@@ -520,8 +499,9 @@ class MlpImpl : public torch::nn::Module {
     if (c_.family == Family::llama && !down_->bias.defined() && (c_.activation == "silu" || c_.activation == "swish")) {
       auto w = gate_->bias.defined() ? torch::Tensor() : adjacent_rows({gate_->weight, up_->weight});
       if (w.defined() && decode_kernels_for(x)) {
-        auto act = silu_mul(decode_linear(x, w));
-        decode_linear(act.view({B, -1}), down_->weight, out.view({B, -1}));
+        auto act = silu_mul(torch::linear(x, w));
+        auto rows = out.view({B, -1});
+        at::mm_out(rows, act.view({B, -1}), down_->weight.t());
         return;
       }
     }
@@ -960,9 +940,6 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
   }
   // Carried: the last block's MLP output is added inside the final norm.
   x = step.carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second : final_norm(x);
-  const auto& lm_head = impl_->head;
-  if (lm_head.is_empty() || !lm_head->bias.defined())
-    return decode_linear(x, config_.tie_word_embeddings ? impl_->base->embed->weight : lm_head->weight).view({B, -1});
   return head_output(x, torch::Tensor()).view({B, -1});
 }
 
