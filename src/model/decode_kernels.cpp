@@ -27,6 +27,11 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
                                  int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
                                  int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
                                  cudaStream_t stream);
+cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, const void* sin_signed,
+                              const int64_t* slot, void* k, void* v, const void* bias, int64_t bias_s0,
+                              int64_t bias_s1, void* out, float* partial, int B, int nh, int nkv, int span,
+                              int64_t cache_row, int64_t cache_head, float scale, int max_splits,
+                              cudaStream_t stream);
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
 cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
@@ -46,6 +51,7 @@ constexpr bool kCompiledIn = true;
 constexpr bool kCompiledIn = false;
 #endif
 KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
+KernelSwitch g_qkv_fused(kCompiledIn, "QUARTET_DECODE_FUSED_QKV", "set_decode_qkv_fused");
 // Unset until the first question: then QUARTET_DECODE_ATTENTION's value (or a set_ call's).
 std::optional<DecodeAttention> g_attention;
 
@@ -242,6 +248,64 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
   (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)chunk_bytes,
       (void)blocks_per_sm, (void)last_slot;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
+  return {};
+#endif
+}
+
+bool decode_qkv_fused_enabled() { return g_qkv_fused.on(); }
+void set_decode_qkv_fused(bool on) { g_qkv_fused.set(on); }
+
+bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
+  return attend_decode_in_registers(dtype, g, hd);
+}
+
+torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
+                                const torch::Tensor& slot, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
+                                int max_splits) {
+#ifdef QUARTET_WITH_DECODE_KERNELS
+  QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_decode_qkv: heads must be a multiple of the KV heads");
+  const int64_t g = nh / nkv, hd = k_cache.dim() == 4 ? k_cache.size(3) : 0;
+  QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_decode_qkv_supports(qkv.scalar_type(), g, hd),
+                "attend_decode_qkv: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
+  const int64_t B = qkv.size(0);
+  QUARTET_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd && qkv.is_contiguous(),
+                "attend_decode_qkv: qkv must be contiguous [B, (nh + 2 nkv) hd]");
+  for (const auto* t : {&cos, &sin_signed})
+    QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
+                      t->is_contiguous() && t->numel() == B * hd,
+                  "attend_decode_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
+  for (const auto* c : {&k_cache, &v_cache})
+    QUARTET_CHECK(c->device() == qkv.device() && c->scalar_type() == qkv.scalar_type() && c->is_contiguous() &&
+                      c->dim() == 4 && c->size(0) >= B && c->size(1) == nkv && span >= 1 && span <= c->size(2),
+                  "attend_decode_qkv: the caches must be contiguous [rows >= B, nkv, max_len >= span, hd] like qkv");
+  QUARTET_CHECK(k_cache.sizes() == v_cache.sizes(), "attend_decode_qkv: the key and value caches differ in shape");
+  QUARTET_CHECK(slot.device() == qkv.device() && slot.scalar_type() == torch::kLong && slot.numel() == 1,
+                "attend_decode_qkv: slot must be one int64 on the device");
+  const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
+  QUARTET_CHECK(bias.device() == qkv.device() && bias.dim() == 3 && bias.size(0) == B * nkv && bias.size(1) == g &&
+                    bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
+                    (bias.scalar_type() == qkv.scalar_type() || bias_f32),
+                "attend_decode_qkv: bias must be [B * nkv, g, span] with unit stride over slots, bf16 or float32");
+  auto out = torch::empty({B, nh, hd}, qkv.options());
+  if (B == 0) return out;
+  const int floats = kernels::attend_partial_floats(true, static_cast<int>(B), static_cast<int>(nkv),
+                                                    static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span),
+                                                    max_splits, 0);
+  const auto partial = floats > 0 ? torch::empty({floats}, qkv.options().dtype(torch::kFloat32)) : torch::Tensor();
+  const c10::cuda::CUDAGuard guard(qkv.device());
+  const cudaError_t err = kernels::launch_attend_qkv(
+      bias_f32, qkv.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), slot.data_ptr<int64_t>(), k_cache.data_ptr(),
+      v_cache.data_ptr(), bias.data_ptr(), bias.stride(0), bias.stride(1), out.data_ptr(),
+      floats > 0 ? partial.data_ptr<float>() : nullptr, static_cast<int>(B), static_cast<int>(nh),
+      static_cast<int>(nkv), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale),
+      max_splits, c10::cuda::getCurrentCUDAStream(qkv.device().index()).stream());
+  check_launch("attend_decode_qkv", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)qkv, (void)cos, (void)sin_signed, (void)slot, (void)k_cache, (void)v_cache, (void)bias, (void)span,
+      (void)scale, (void)nh, (void)nkv, (void)max_splits;
+  QUARTET_CHECK(false, std::string("attend_decode_qkv: ") + kNoKernels);
   return {};
 #endif
 }

@@ -11,10 +11,22 @@ namespace quartet {
 namespace kernels {
 namespace {
 
+// Element j of a query or key head (head: its hd elements in the fused q/k/v product) rotated as
+// x cos + x[swap halves] sin_signed (cos_row, sin_row: the row's [hd]), each product and the sum
+// rounded to T as the three ATen operations do (the _rn intrinsics keep the compiler from fusing
+// them into an FMA).
+template <typename T>
+__device__ __forceinline__ T rotate_half_split(const T* head, const T* cos_row, const T* sin_row, int j, int hd) {
+  const int half = hd / 2;
+  const int swapped = j < half ? j + half : j - half;
+  const float a = rounded<T>(__fmul_rn(load(head[j]), load(cos_row[j])));
+  const float c = rounded<T>(__fmul_rn(load(head[swapped]), load(sin_row[j])));
+  return store<T>(__fadd_rn(a, c));
+}
+
 // One thread per element of the fused q/k/v product [B, nh + 2 nkv, hd]. Queries and keys
-// rotate as x cos + x[swap] sin_signed, each product and the sum rounded to T as the three
-// ATen operations do (the _rn intrinsics keep the compiler from fusing them into an FMA);
-// queries go to q_out [B, nh, hd], keys and values into the cache at `slot`.
+// rotate (rotate_half_split); queries go to q_out [B, nh, hd], keys and values into the cache
+// at `slot`.
 template <typename T>
 __global__ void qkv_to_cache_kernel(const T* __restrict__ qkv, const T* __restrict__ cos,
                                     const T* __restrict__ sin_signed, const int64_t* __restrict__ slot,
@@ -32,14 +44,7 @@ __global__ void qkv_to_cache_kernel(const T* __restrict__ qkv, const T* __restri
     v_cache[b * cache_row + (h - nh - nkv) * cache_head + at] = qkv[i];
     return;
   }
-  T y = qkv[i];
-  if (rotate) {
-    const int half = hd / 2;
-    const int swapped = j < half ? j + half : j - half;
-    const float a = rounded<T>(__fmul_rn(load(qkv[i]), load(cos[b * hd + j])));
-    const float c = rounded<T>(__fmul_rn(load(qkv[i - j + swapped]), load(sin_signed[b * hd + j])));
-    y = store<T>(__fadd_rn(a, c));
-  }
+  const T y = rotate ? rotate_half_split(qkv + (i - j), cos + b * hd, sin_signed + b * hd, j, hd) : qkv[i];
   if (h < nh)
     q_out[(b * nh + h) * hd + j] = y;
   else
@@ -447,6 +452,18 @@ constexpr int kPairs = 4;
 constexpr int kWarpHd = 128;
 }  // namespace
 
+// attend_warps_kernel's queries from the step's fused q/k/v product instead of q (qkv non-null):
+// the block rotates its queries itself, and the block whose split holds *slot first writes the
+// step's key (rotated) and value into the cache there, as qkv_to_cache does: one kernel instead
+// of two, the same bits. qkv [B, nh + 2 nkv, 128], cos and sin_signed [B, 128].
+struct QkvSource {
+  const __nv_bfloat16* qkv = nullptr;
+  const __nv_bfloat16* cos = nullptr;
+  const __nv_bfloat16* sin_signed = nullptr;
+  const int64_t* slot = nullptr;
+  int nh = 0;
+};
+
 bool attend_in_registers(bool bf16, int g, int hd) {
   return bf16 && hd == kWarpHd && (g == 1 || g == 2 || g == 4 || g == 8);
 }
@@ -455,11 +472,11 @@ namespace {
 
 template <typename TB, int G>
 __global__ void __launch_bounds__(kWarpsW * 32)
-    attend_warps_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
-                        const __nv_bfloat16* __restrict__ v_cache, const TB* __restrict__ bias, int64_t bias_s0,
-                        int64_t bias_s1, __nv_bfloat16* __restrict__ out, float* __restrict__ partial, int nkv,
-                        int span, int split_len, int64_t cache_row, int64_t cache_head, float scale,
-                        const int64_t* __restrict__ last_slot) {
+    attend_warps_kernel(const __nv_bfloat16* __restrict__ q, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                        const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1,
+                        __nv_bfloat16* __restrict__ out, float* __restrict__ partial, int nkv, int span,
+                        int split_len, int64_t cache_row, int64_t cache_head, float scale,
+                        const int64_t* __restrict__ last_slot, QkvSource src) {
   constexpr int hd = kWarpHd;
   __shared__ float merged[kWarpsW][G][hd + 2];  // each warp's acc, then m and l
   const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
@@ -472,10 +489,30 @@ __global__ void __launch_bounds__(kWarpsW * 32)
   const __nv_bfloat16* kp = k_cache + b * cache_row + kv * cache_head + hl * 8;
   const __nv_bfloat16* vp = v_cache + b * cache_row + kv * cache_head + hl * 8;
   const TB* bp = bias + bk * bias_s0;
+  const __nv_bfloat16* row = nullptr;  // fused: this row's q/k/v product
+  if (src.qkv) {
+    row = src.qkv + static_cast<int64_t>(b) * (src.nh + 2 * nkv) * hd;
+    const int64_t slot = *src.slot;
+    if (min(static_cast<int>(slot / split_len), static_cast<int>(gridDim.y) - 1) == split) {
+      // One thread per element (the block's 128 threads, hd = 128): the step's key and value.
+      const int j = threadIdx.x;
+      const int64_t at = b * cache_row + kv * cache_head + slot * hd + j;
+      k_cache[at] = rotate_half_split(row + (src.nh + kv) * hd, src.cos + b * hd, src.sin_signed + b * hd, j, hd);
+      v_cache[at] = row[(src.nh + nkv + kv) * hd + j];
+    }
+    __syncthreads();  // the slot's key and value visible to the block's reads below (L2: __ldcg)
+  }
   float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
   for (int j = 0; j < G; ++j) {
-    load_vec<8>(q + (static_cast<int64_t>(bk) * G + j) * hd + hl * 8, qf[j]);
+    if (row) {
+      const __nv_bfloat16* head = row + (kv * G + j) * hd;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        qf[j][i] = load(rotate_half_split(head, src.cos + b * hd, src.sin_signed + b * hd, hl * 8 + i, hd));
+    } else {
+      load_vec<8>(q + (static_cast<int64_t>(bk) * G + j) * hd + hl * 8, qf[j]);
+    }
     m[j] = -INFINITY;
     l[j] = 0.f;
 #pragma unroll
@@ -491,8 +528,9 @@ __global__ void __launch_bounds__(kWarpsW * 32)
     for (int u = 0; u < kPairs; ++u) {  // every load first: kPairs x 1 KB in flight per warp
       t[u] = s_begin + 2 * (p0 + u * kWarpsW) + half;
       if (t[u] < s_end) {
-        kr[u] = *reinterpret_cast<const uint4*>(kp + static_cast<int64_t>(t[u]) * hd);
-        vr[u] = *reinterpret_cast<const uint4*>(vp + static_cast<int64_t>(t[u]) * hd);
+        // Read at L2 (cache-global): coherent with this kernel's own writes of the step's slot.
+        kr[u] = __ldcg(reinterpret_cast<const uint4*>(kp + static_cast<int64_t>(t[u]) * hd));
+        vr[u] = __ldcg(reinterpret_cast<const uint4*>(vp + static_cast<int64_t>(t[u]) * hd));
       } else {
         kr[u] = make_uint4(0, 0, 0, 0);
         vr[u] = kr[u];
@@ -596,16 +634,18 @@ template <typename TB, int G>
 cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                                 int64_t bias_s1, void* out, float* partial, int B, int nkv, int span,
                                 int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                                const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
+                                const int64_t* last_slot, int* blocks_per_sm, const QkvSource& src,
+                                cudaStream_t stream) {
   if (blocks_per_sm)
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, attend_warps_kernel<TB, G>, kWarpsW * 32, 0);
   const int splits = warps_splits(span, max_splits, B * nkv, multiprocessors());
   const int split_len = (span + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kWarpsW * 32);
+  // (The caches are written only when src.qkv is set, by launch_attend_qkv's callers.)
   attend_warps_kernel<TB, G><<<grid, block, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
-      static_cast<const TB*>(bias), bias_s0, bias_s1, static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len,
-      cache_row, cache_head, scale, last_slot);
+      static_cast<const __nv_bfloat16*>(q), static_cast<__nv_bfloat16*>(const_cast<void*>(k)),
+      static_cast<__nv_bfloat16*>(const_cast<void*>(v)), static_cast<const TB*>(bias), bias_s0, bias_s1,
+      static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len, cache_row, cache_head, scale, last_slot, src);
   if (splits > 1)
     attend_combine_kernel<__nv_bfloat16><<<B * nkv, 128, 0, stream>>>(partial, static_cast<__nv_bfloat16*>(out), G,
                                                                       kWarpHd, splits);
@@ -616,10 +656,11 @@ template <typename TB>
 cudaError_t launch_attend_warps_g(int g, const void* q, const void* k, const void* v, const void* bias,
                                   int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B, int nkv,
                                   int span, int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                                  const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream) {
+                                  const int64_t* last_slot, int* blocks_per_sm, cudaStream_t stream,
+                                  const QkvSource& src = QkvSource()) {
 #define QUARTET_ATTEND_WARPS(G)                                                                                 \
   launch_attend_warps<TB, G>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row, cache_head, \
-                             scale, max_splits, last_slot, blocks_per_sm, stream)
+                             scale, max_splits, last_slot, blocks_per_sm, src, stream)
   if (g == 1) return QUARTET_ATTEND_WARPS(1);
   if (g == 2) return QUARTET_ATTEND_WARPS(2);
   if (g == 4) return QUARTET_ATTEND_WARPS(4);
@@ -843,6 +884,32 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
   return launch_attend_dpl<__nv_bfloat16, __nv_bfloat16>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, g, hd,
                                                          span, cache_row, cache_head, scale, max_splits, chunk_bytes,
                                                          last_slot, blocks_per_sm, stream);
+}
+
+// qkv_to_cache and attend_decode's register kernel in one launch (QkvSource): bfloat16 heads of
+// 128, g of 1, 2, 4 or 8, 16-byte aligned; else cudaErrorInvalidValue (the caller checks first).
+cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, const void* sin_signed,
+                              const int64_t* slot, void* k, void* v, const void* bias, int64_t bias_s0,
+                              int64_t bias_s1, void* out, float* partial, int B, int nh, int nkv, int span,
+                              int64_t cache_row, int64_t cache_head, float scale, int max_splits,
+                              cudaStream_t stream) {
+  const int g = nkv > 0 ? nh / nkv : 0;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned(qkv) || !aligned(k) || !aligned(v) ||
+      cache_row % 8 != 0 || cache_head % 8 != 0)
+    return cudaErrorInvalidValue;
+  QkvSource src;
+  src.qkv = static_cast<const __nv_bfloat16*>(qkv);
+  src.cos = static_cast<const __nv_bfloat16*>(cos);
+  src.sin_signed = static_cast<const __nv_bfloat16*>(sin_signed);
+  src.slot = slot;
+  src.nh = nh;
+  // The step's slot is also the last one read (slots after it are not written yet).
+  if (bias_f32)
+    return launch_attend_warps_g<float>(g, qkv, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row,
+                                        cache_head, scale, max_splits, slot, nullptr, stream, src);
+  return launch_attend_warps_g<__nv_bfloat16>(g, qkv, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span,
+                                              cache_row, cache_head, scale, max_splits, slot, nullptr, stream, src);
 }
 
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,

@@ -346,6 +346,15 @@ class AttentionImpl : public torch::nn::Module {
       // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
       // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
       auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
+      if (decode_qkv_fused_enabled() && decode_attention_uses_kernel(qkv.scalar_type(), nh / nkv, hd) &&
+          attend_decode_qkv_supports(qkv.scalar_type(), nh / nkv, hd)) {
+        // That kernel and the attention's in one launch: the same bits (model/decode_kernels.hpp).
+        const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+        auto out = attend_decode_qkv(qkv, s.cos, s.sin_signed, s.slot, s.cache->k[static_cast<size_t>(layer)],
+                                     s.cache->v[static_cast<size_t>(layer)], bias, s.span,
+                                     1.0 / std::sqrt(static_cast<double>(hd)), nh, nkv);
+        return project_out(out.view({B, 1, nh * hd}));
+      }
       auto q = torch::empty({B, nh, hd}, qkv.options());
       qkv_to_cache(qkv, s.cos, s.sin_signed, s.slot, q, s.cache->k[static_cast<size_t>(layer)],
                    s.cache->v[static_cast<size_t>(layer)], nh, nkv, hd);

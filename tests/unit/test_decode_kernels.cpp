@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "quartet/core/check.hpp"
 #include "quartet/model/decode_kernels.hpp"
 
 namespace {
@@ -163,6 +164,64 @@ TEST_P(DecodeKernels, AttendDecodeStopsAtTheLastSlot) {
         const auto expected = attention_reference(q, kc.nan_to_num(0), vc.nan_to_num(0), bias, span, scale);
         const double err = max_abs(stopped.to(torch::kDouble) - expected) / max_abs(expected);
         EXPECT_LE(err, tolerance());
+      }
+    }
+  }
+}
+
+// The step's cache write and its attention in one kernel (attend_decode_qkv) against the two
+// (qkv_to_cache, then attend_decode with the slot as its last): the same output and the same
+// caches to the bit, for every group size, with the slot in the first, a middle or the last
+// split, and the mask in bfloat16 and float32. In float32 the fused form is refused.
+TEST_P(DecodeKernels, AttendDecodeQkvSameBitsAsTheTwoKernels) {
+  auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+  const int64_t B = 5, nkv = 2, hd = 128, L = 96;
+  const auto long_opts = torch::TensorOptions().dtype(torch::kLong).device(kCuda);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  if (dtype() != torch::kBFloat16) {
+    EXPECT_FALSE(quartet::attend_decode_qkv_supports(dtype(), 2, hd));
+    EXPECT_THROW(quartet::attend_decode_qkv(torch::randn({B, 8 * hd}, opts), torch::randn({B, hd}, opts),
+                                            torch::randn({B, hd}, opts), torch::full({1}, 3, long_opts),
+                                            torch::zeros({B, nkv, L, hd}, opts), torch::zeros({B, nkv, L, hd}, opts),
+                                            torch::zeros({B * nkv, 2, L}, opts), L, scale, 4, nkv),
+                 quartet::Error);
+    return;
+  }
+  struct Case {
+    int64_t slot, span;
+    int splits;
+  };
+  for (int64_t g : {1, 2, 4, 8}) {
+    ASSERT_TRUE(quartet::attend_decode_qkv_supports(dtype(), g, hd)) << "g " << g;
+    const int64_t nh = nkv * g;
+    for (const Case& c : std::vector<Case>{{40, 64, 0}, {63, 64, 1}, {10, 96, 3}, {50, 96, 3}, {95, 96, 3}}) {
+      for (bool f32_bias : {false, true}) {
+        SCOPED_TRACE("g " + std::to_string(g) + ", slot " + std::to_string(c.slot) + ", span " +
+                     std::to_string(c.span) + ", splits " + std::to_string(c.splits) + (f32_bias ? ", f32 mask" : ""));
+        auto qkv = torch::randn({B, (nh + 2 * nkv) * hd}, opts);
+        auto cos = torch::randn({B, hd}, opts), sin_signed = torch::randn({B, hd}, opts);
+        // One more row than the batch, as a compacted batch's cache has.
+        const auto k0 = torch::randn({B + 1, nkv, L, hd}, opts), v0 = torch::randn({B + 1, nkv, L, hd}, opts);
+        auto visible = torch::rand({B, c.span}, torch::TensorOptions().device(kCuda)) > 0.25;
+        visible.narrow(1, c.slot, 1).fill_(true);
+        auto bias = torch::zeros({B, 1, 1, c.span}, opts.dtype(f32_bias ? torch::kFloat32 : dtype()))
+                        .masked_fill_(visible.logical_not().view({B, 1, 1, c.span}),
+                                      -std::numeric_limits<float>::infinity())
+                        .expand({B, nkv, g, c.span})
+                        .reshape({B * nkv, g, c.span});
+        const auto slot = torch::full({1}, c.slot, long_opts);
+        auto k_two = k0.clone(), v_two = v0.clone();
+        auto q = torch::empty({B, nh, hd}, opts);
+        quartet::qkv_to_cache(qkv, cos, sin_signed, slot, q, k_two, v_two, nh, nkv, hd);
+        const auto two = quartet::attend_decode(q, k_two, v_two, bias, c.span, scale, c.splits, 0, nullptr, slot);
+        auto k_one = k0.clone(), v_one = v0.clone();
+        const auto one =
+            quartet::attend_decode_qkv(qkv, cos, sin_signed, slot, k_one, v_one, bias, c.span, scale, nh, nkv, c.splits);
+        EXPECT_TRUE(torch::equal(one, two)) << "outputs differ by up to "
+                                            << max_abs(one.to(torch::kFloat) - two.to(torch::kFloat));
+        EXPECT_TRUE(torch::equal(k_one, k_two)) << "key caches differ";
+        EXPECT_TRUE(torch::equal(v_one, v_two)) << "value caches differ";
+        EXPECT_FALSE(torch::equal(k_one, k0)) << "the step's key was not written";
       }
     }
   }

@@ -72,6 +72,22 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
                             int chunk_bytes = 0, int* blocks_per_sm = nullptr,
                             const torch::Tensor& last_slot = torch::Tensor());
 
+// qkv_to_cache then attend_decode in one kernel, where the attention takes its register form
+// (attend_decode_in_registers: bfloat16 heads of 128, g of 1, 2, 4 or 8): qkv, cos, sin_signed
+// (defined: queries and keys rotate) and slot as qkv_to_cache takes them, the caches, bias and
+// span as attend_decode does, the step's slot also its last_slot. Each block rotates its own
+// queries, and the block whose split holds the slot first writes the step's key and value into
+// the cache: the same bits as the two calls (out [B, nh, hd], and the caches), one launch fewer
+// a layer. max_splits as attend_decode's. Used by a Llama decoding step unless
+// QUARTET_DECODE_FUSED_QKV=0 is set (or set_decode_qkv_fused(false)).
+bool decode_qkv_fused_enabled();
+void set_decode_qkv_fused(bool on);
+bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd);
+torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
+                                const torch::Tensor& slot, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
+                                int max_splits = 0);
+
 // One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
 // stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
 // the token that the exponential race argmax_i softmax_i / race_i picks, in one kernel. int64 [B].
