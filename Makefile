@@ -48,7 +48,8 @@ deck_ranks_awk := { sub(/\#.*/, ""); gsub(/[[:space:]]/, "") } \
 # Debian/Ubuntu packages the build and the tests need.
 SYSTEM_PACKAGES := build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin \
                    libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev libgtest-dev \
-                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev python3-venv python3-dev
+                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev python3-venv python3-dev \
+                   ccache
 
 # What the scripts read from the environment. Torch_DIR, CMAKE_PREFIX_PATH and QUARTET_PYTHON
 # come from your environment or the make command line, if you set them.
