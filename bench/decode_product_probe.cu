@@ -388,14 +388,32 @@ int main(int argc, char** argv) {
       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, M, k, &one, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k, &zero, o,
                    CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     };
-    for (int mode = 0; mode < 3; ++mode) {                    // 0: none, 1: prefetch o, 2: prefetch o and down
-      for (int i = 0; i < 3; ++i) gemm(wo[0], xa, xo, K, K);  // cuBLAS's workspace, outside capture
-      CK(cudaStreamSynchronize(st));
+    // What layer(l) enqueues for each of the L layers, captured as one graph: us a layer over 20
+    // replays after 3.
+    auto graph_us_per_layer = [&](auto&& layer) {
       cudaGraph_t graph;
       cudaGraphExec_t exec;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int l = 0; l < L; ++l) {
-        if (mode > 0) {
+      for (int l = 0; l < L; ++l) layer(l);
+      CK(cudaStreamEndCapture(st, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
+      CK(cudaEventRecord(e0, st));
+      for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
+      return ms * 1e3 / 20 / L;
+    };
+    for (int i = 0; i < 3; ++i) gemm(wo[0], xa, xo, K, K);  // cuBLAS's workspace, outside capture
+    CK(cudaStreamSynchronize(st));
+    const char* modes[] = {"no prefetch", "o's weight prefetched", "o's and down's weights prefetched"};
+    for (int mode = 0; mode < 3; ++mode) {
+      const double us = graph_us_per_layer([&](int l) {
+        if (mode > 0) {  // a side branch: L2 prefetch of o's (and down's) weight during the KV read
           CK(cudaEventRecord(fork, st));
           CK(cudaStreamWaitEvent(side, fork));
           prefetch_l2<<<sms, 128, 0, side>>>(reinterpret_cast<const char*>(wo[l]), size_t(K) * K * 2);
@@ -407,48 +425,19 @@ int main(int argc, char** argv) {
         gemm(wo[l], xa, xo, K, K);
         gemm(wgu[l], xo, xgu, 2 * I, K);
         gemm(wd[l], xgu, xd, K, I);
-      }
-      CK(cudaStreamEndCapture(st, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e0, st));
-      for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      std::printf("layer stand-in (KV read, o, gate_up, down), %s: %.1f us a layer\n",
-                  mode == 0   ? "no prefetch"
-                  : mode == 1 ? "o's weight prefetched"
-                              : "o's and down's weights prefetched",
-                  ms * 1e3 / 20 / L);
-      CK(cudaGraphExecDestroy(exec));
-      CK(cudaGraphDestroy(graph));
+      });
+      std::printf("layer stand-in (KV read, o, gate_up, down), %s: %.1f us a layer\n", modes[mode], us);
     }
     // The parts alone, for scale.
+    const char* names[] = {"KV read stand-in", "o", "gate_up", "down"};
     for (int part = 0; part < 4; ++part) {
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int l = 0; l < L; ++l) {
+      const double us = graph_us_per_layer([&](int l) {
         if (part == 0) read_all<<<sms / 4, 512, 0, st>>>(reinterpret_cast<const uint4*>(kv[l]), kv_bytes / 16, sink);
         if (part == 1) gemm(wo[l], xa, xo, K, K);
         if (part == 2) gemm(wgu[l], xo, xgu, 2 * I, K);
         if (part == 3) gemm(wd[l], xgu, xd, K, I);
-      }
-      CK(cudaStreamEndCapture(st, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e0, st));
-      for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      const char* names[] = {"KV read stand-in", "o", "gate_up", "down"};
-      std::printf("  %s alone (graph, cold): %.1f us a layer\n", names[part], ms * 1e3 / 20 / L);
-      CK(cudaGraphExecDestroy(exec));
-      CK(cudaGraphDestroy(graph));
+      });
+      std::printf("  %s alone (graph, cold): %.1f us a layer\n", names[part], us);
     }
   }
   return 0;

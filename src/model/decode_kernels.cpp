@@ -64,6 +64,38 @@ std::optional<DecodeAttention> g_attention;
 }
 
 constexpr const char* kNoKernels = "this build has no device kernels (CMake found no CUDA compiler)";
+
+#ifdef QUARTET_WITH_DECODE_KERNELS
+// The caches and the mask of a decoding step's attention over `span` slots for B rows, as
+// attend_decode and attend_decode_qkv take them: on x's device in its dtype (the mask also in
+// float32). `what` names the caller.
+void check_cache_and_mask(const char* what, const torch::Tensor& x, int64_t B, int64_t g, int64_t hd,
+                          const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& bias,
+                          int64_t span) {
+  for (const auto* c : {&k_cache, &v_cache})
+    QUARTET_CHECK(c->device() == x.device() && c->scalar_type() == x.scalar_type() && c->is_contiguous() &&
+                      c->dim() == 4 && c->size(0) >= B && c->size(3) == hd && span >= 1 && span <= c->size(2),
+                  std::string(what) + ": the caches must be contiguous [rows >= B, nkv, max_len >= span, hd] like q");
+  QUARTET_CHECK(k_cache.sizes() == v_cache.sizes(), std::string(what) + ": the key and value caches differ in shape");
+  const int64_t nkv = k_cache.size(1);
+  // Any strides over rows and query heads (an expanded or viewed mask), unit stride over slots.
+  QUARTET_CHECK(bias.device() == x.device() && bias.dim() == 3 && bias.size(0) == B * nkv && bias.size(1) == g &&
+                    bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
+                    (bias.scalar_type() == x.scalar_type() || bias.scalar_type() == torch::kFloat32),
+                std::string(what) +
+                    ": bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
+}
+
+// The splits' partial results (flash decoding), when the span takes more than one chunk;
+// undefined (nothing to allocate on the decoding path) when one block covers it.
+torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t hd, int64_t span,
+                             int max_splits, int chunk_bytes) {
+  const int floats = kernels::attend_partial_floats(x.scalar_type() == torch::kBFloat16, static_cast<int>(B),
+                                                    static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd),
+                                                    static_cast<int>(span), max_splits, chunk_bytes);
+  return floats > 0 ? torch::empty({floats}, x.options().dtype(torch::kFloat32)) : torch::Tensor();
+}
+#endif
 }  // namespace
 
 bool decode_kernels_enabled() { return g_switch.on(); }
@@ -207,37 +239,24 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
   QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
                 "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
   const int64_t B = q.size(0), nh = q.size(1), hd = q.size(2);
-  for (const auto* c : {&k_cache, &v_cache})
-    QUARTET_CHECK(c->device() == q.device() && c->scalar_type() == q.scalar_type() && c->is_contiguous() &&
-                      c->dim() == 4 && c->size(0) >= B && c->size(3) == hd && span >= 1 && span <= c->size(2),
-                  "attend_decode: the caches must be contiguous [rows >= B, nkv, max_len >= span, hd] like q");
-  QUARTET_CHECK(k_cache.sizes() == v_cache.sizes(), "attend_decode: the key and value caches differ in shape");
+  QUARTET_CHECK(k_cache.dim() == 4, "attend_decode: the caches must be [rows, nkv, max_len, hd]");
   const int64_t nkv = k_cache.size(1);
   QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(nh / nkv, hd),
                 "attend_decode: needs heads a multiple of the KV heads, at most 8 query heads per KV head, hd <= 256");
   const int64_t g = nh / nkv;
+  check_cache_and_mask("attend_decode", q, B, g, hd, k_cache, v_cache, bias, span);
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
-  // Any strides over rows and query heads (an expanded or viewed mask), unit stride over slots.
-  QUARTET_CHECK(bias.device() == q.device() && bias.dim() == 3 && bias.size(0) == B * nkv && bias.size(1) == g &&
-                    bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
-                    (bias.scalar_type() == q.scalar_type() || bias_f32),
-                "attend_decode: bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
   QUARTET_CHECK(!last_slot.defined() || (last_slot.device() == q.device() && last_slot.scalar_type() == torch::kLong &&
                                           last_slot.numel() == 1),
                 "attend_decode: last_slot must be one int64 on q's device");
   auto out = torch::empty_like(q);
   if (B == 0) return out;
   const bool bf16 = q.scalar_type() == torch::kBFloat16;
-  // The splits' partial results (flash decoding), when the span takes more than one chunk.
-  const int floats = kernels::attend_partial_floats(bf16, static_cast<int>(B), static_cast<int>(nkv),
-                                                    static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span),
-                                                    max_splits, chunk_bytes);
-  // (Nothing to allocate on the decoding path when one block covers the span.)
-  const auto partial = floats > 0 ? torch::empty({floats}, q.options().dtype(torch::kFloat32)) : torch::Tensor();
+  const auto partial = split_partials(q, B, nkv, g, hd, span, max_splits, chunk_bytes);
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
       bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
-      bias.stride(1), out.data_ptr(), floats > 0 ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
+      bias.stride(1), out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
       static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0),
       k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes,
       last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr, blocks_per_sm,
@@ -275,29 +294,19 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
     QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
                       t->is_contiguous() && t->numel() == B * hd,
                   "attend_decode_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
-  for (const auto* c : {&k_cache, &v_cache})
-    QUARTET_CHECK(c->device() == qkv.device() && c->scalar_type() == qkv.scalar_type() && c->is_contiguous() &&
-                      c->dim() == 4 && c->size(0) >= B && c->size(1) == nkv && span >= 1 && span <= c->size(2),
-                  "attend_decode_qkv: the caches must be contiguous [rows >= B, nkv, max_len >= span, hd] like qkv");
-  QUARTET_CHECK(k_cache.sizes() == v_cache.sizes(), "attend_decode_qkv: the key and value caches differ in shape");
+  QUARTET_CHECK(k_cache.size(1) == nkv, "attend_decode_qkv: the caches must have nkv heads");
+  check_cache_and_mask("attend_decode_qkv", qkv, B, g, hd, k_cache, v_cache, bias, span);
   QUARTET_CHECK(slot.device() == qkv.device() && slot.scalar_type() == torch::kLong && slot.numel() == 1,
                 "attend_decode_qkv: slot must be one int64 on the device");
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
-  QUARTET_CHECK(bias.device() == qkv.device() && bias.dim() == 3 && bias.size(0) == B * nkv && bias.size(1) == g &&
-                    bias.size(2) == span && (span == 1 || bias.stride(2) == 1) &&
-                    (bias.scalar_type() == qkv.scalar_type() || bias_f32),
-                "attend_decode_qkv: bias must be [B * nkv, g, span] with unit stride over slots, bf16 or float32");
   auto out = torch::empty({B, nh, hd}, qkv.options());
   if (B == 0) return out;
-  const int floats = kernels::attend_partial_floats(true, static_cast<int>(B), static_cast<int>(nkv),
-                                                    static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span),
-                                                    max_splits, 0);
-  const auto partial = floats > 0 ? torch::empty({floats}, qkv.options().dtype(torch::kFloat32)) : torch::Tensor();
+  const auto partial = split_partials(qkv, B, nkv, g, hd, span, max_splits, 0);
   const c10::cuda::CUDAGuard guard(qkv.device());
   const cudaError_t err = kernels::launch_attend_qkv(
       bias_f32, qkv.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), slot.data_ptr<int64_t>(), k_cache.data_ptr(),
       v_cache.data_ptr(), bias.data_ptr(), bias.stride(0), bias.stride(1), out.data_ptr(),
-      floats > 0 ? partial.data_ptr<float>() : nullptr, static_cast<int>(B), static_cast<int>(nh),
+      partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B), static_cast<int>(nh),
       static_cast<int>(nkv), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1), static_cast<float>(scale),
       max_splits, c10::cuda::getCurrentCUDAStream(qkv.device().index()).stream());
   check_launch("attend_decode_qkv", err, cudaGetErrorString(err));

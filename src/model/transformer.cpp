@@ -349,10 +349,9 @@ class AttentionImpl : public torch::nn::Module {
       if (decode_qkv_fused_enabled() && decode_attention_uses_kernel(qkv.scalar_type(), nh / nkv, hd) &&
           attend_decode_qkv_supports(qkv.scalar_type(), nh / nkv, hd)) {
         // That kernel and the attention's in one launch: the same bits (model/decode_kernels.hpp).
-        const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
         auto out = attend_decode_qkv(qkv, s.cos, s.sin_signed, s.slot, s.cache->k[static_cast<size_t>(layer)],
-                                     s.cache->v[static_cast<size_t>(layer)], bias, s.span,
-                                     1.0 / std::sqrt(static_cast<double>(hd)), nh, nkv);
+                                     s.cache->v[static_cast<size_t>(layer)], step_bias(s, layer), s.span,
+                                     decode_scale(), nh, nkv);
         return project_out(out.view({B, 1, nh * hd}));
       }
       auto q = torch::empty({B, nh, hd}, qkv.options());
@@ -398,12 +397,19 @@ class AttentionImpl : public torch::nn::Module {
     return attend_cached(q.reshape({B * nkv, nh / nkv, hd}), B, s, layer);
   }
 
+  // A decoding step's additive mask for this layer (sliding-window layers have their own) and
+  // its attention's scale, shared by attend_cached and the fused kernel of decode_fused.
+  const torch::Tensor& step_bias(const Step& s, int64_t layer) const {
+    return c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+  }
+  double decode_scale() const { return 1.0 / std::sqrt(static_cast<double>(c_.head_dim)); }
+
   // The attention of one decoding step over the cache's first s.span slots (this step's keys
   // and values already written): q [B * nkv, g, hd], the g query heads of each KV head as rows.
   torch::Tensor attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer) {
     const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    const auto& bias = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+    const double scale = decode_scale();
+    const auto& bias = step_bias(s, layer);
     if (decode_kernels_for(q) && decode_attention_uses_kernel(q.scalar_type(), nh / nkv, hd)) {
       // One kernel reads each cached key and value once and keeps scores and probabilities in
       // float32 (GPT-J's float32 attention included); the ATen path below takes three. Where
