@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -163,6 +164,18 @@ void compact(DecodeState& st, int64_t rows) {
 }
 
 #ifdef QUARTET_WITH_CUDA
+// The side stream generation runs on: one per device for the whole run. The caching allocator
+// keeps freed blocks per stream, so a stream from the pool's rotation would find none of the
+// last generation's blocks (cache, activations) and ask the driver for new memory each time.
+c10::cuda::CUDAStream generation_stream(c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = streams.find(device);
+  if (it == streams.end()) it = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
+  return it->second;
+}
+
 // Decoding steps as CUDA graph replays, one graph per (rows, span), captured on first use
 // after one eager step (which initialises cuBLAS workspaces and the like outside capture).
 class GraphCache {
@@ -213,6 +226,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
   QUARTET_CHECK(params.check_every > 0 && params.span_bucket > 0,
                 "generate: check_every and span_bucket must be positive");
+  QUARTET_CHECK(params.check_lag >= 0, "generate: check_lag must not be negative");
   torch::NoGradGuard no_grad;
 
   const auto dev = prompt.device();
@@ -234,7 +248,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   const bool use_graphs = params.cuda_graphs && dev.is_cuda() && !model->decode_needs_host_length(L);
   if (dev.is_cuda()) {
     auto caller = c10::cuda::getCurrentCUDAStream(dev.index());
-    auto side = c10::cuda::getStreamFromPool(false, dev.index());
+    auto side = generation_stream(dev.index());
     at::cuda::CUDAEvent ready;
     ready.record(caller);
     ready.block(side);
@@ -287,10 +301,38 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
   const bool stops = !params.stop_ids.empty();
+  // The host's checks: at step k (every check_every steps, once a row can have stopped: before
+  // min_new_tokens tokens none can) the count of live rows leaves the device without the host
+  // waiting; at step k + check_lag the host reads it and acts. Rows only ever finish, so the
+  // count bounds the rows live then: a batch cut to it keeps every live row. The steps a check
+  // is taken and acted on depend on k alone, so runs repeat.
+  struct Check {
+    int64_t due = 0;     // the step it is acted on
+    torch::Tensor live;  // the count (pinned host memory on CUDA)
+#ifdef QUARTET_WITH_CUDA
+    at::cuda::CUDAEvent landed;
+#endif
+  };
+  std::deque<Check> checks;
   for (int64_t k = 1; k < N; ++k) {
-    if (stops && k % params.check_every == 0) {
-      // The only host synchronisation: how many rows are still live.
-      const int64_t live = st.done.narrow(0, 0, st.rows).logical_not().sum().item<int64_t>();
+    if (stops && k > params.min_new_tokens && k % params.check_every == 0) {
+      Check c;
+      c.due = k + params.check_lag;
+      c.live = torch::empty({}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
+      c.live.copy_(st.done.narrow(0, 0, st.rows).logical_not().sum(), /*non_blocking=*/true);
+#ifdef QUARTET_WITH_CUDA
+      if (dev.is_cuda()) c.landed.record(c10::cuda::getCurrentCUDAStream(dev.index()));
+#endif
+      checks.push_back(std::move(c));
+    }
+    if (!checks.empty() && checks.front().due == k) {
+      Check c = std::move(checks.front());
+      checks.pop_front();
+#ifdef QUARTET_WITH_CUDA
+      if (dev.is_cuda()) c.landed.synchronize();
+#endif
+      const int64_t live = c.live.item<int64_t>();
+      stats.checks += 1;
       if (live == 0) break;
       const int64_t rows = next_power_of_two(live);
       if (rows < st.rows) {

@@ -760,9 +760,15 @@ KVCache TransformerImpl::make_cache(int64_t batch, int64_t max_len) const {
   auto w = impl_->base->embed->weight;
   KVCache cache;
   cache.max_len = max_len;
+  // One allocation and one fill for every layer's keys and values: per-layer tensors cost a
+  // device allocation each (about 0.2 ms apiece on an H200 once the caching allocator has
+  // given its memory back between phases: 6 ms of every generation for an 886M model).
+  // Zeroed, so that slots not yet written hold finite values.
+  auto all = torch::zeros({2, config_.num_layers, batch, config_.num_kv_heads, max_len, config_.head_dim},
+                          w.options());
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    cache.k.push_back(torch::zeros({batch, config_.num_kv_heads, max_len, config_.head_dim}, w.options()));
-    cache.v.push_back(torch::zeros({batch, config_.num_kv_heads, max_len, config_.head_dim}, w.options()));
+    cache.k.push_back(all[0][i]);
+    cache.v.push_back(all[1][i]);
   }
   return cache;
 }

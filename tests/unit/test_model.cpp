@@ -448,23 +448,44 @@ TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
   for (int64_t b = 0; b < B; ++b) lengths += (b ? " " : "") + std::to_string(want.lengths[b].item<int64_t>());
   std::printf("[stops] %-30s lengths %s of %lld, batch shrinks %lld times\n", ref_->name.c_str(), lengths.c_str(),
               (long long)kNewTokens, (long long)want.compactions);
-  for (int64_t every : {int64_t{1}, int64_t{3}, int64_t{1000}}) {
+  // (check_every, check_lag): the host acting on each step's count at once, or some steps later.
+  for (auto [every, lag] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {1, 2}, {3, 0}, {3, 5}, {1000, 2}}) {
     p.check_every = every;
+    p.check_lag = lag;
+    const std::string what = "check_every " + std::to_string(every) + ", check_lag " + std::to_string(lag);
     quartet::Generation g = quartet::generate(model, prompt, prompt_mask, p);
-    ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{B, T + width})) << "check_every " << every;
+    ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{B, T + width})) << what;
     EXPECT_TRUE(torch::equal(g.tokens.slice(1, T), want.tokens.slice(1, 0, width)))
-        << "check_every " << every << "\nquartet:\n" << g.tokens.slice(1, T) << "\nHF, cut at the stops:\n"
+        << what << "\nquartet:\n" << g.tokens.slice(1, T) << "\nHF, cut at the stops:\n"
         << want.tokens.slice(1, 0, width);
-    EXPECT_TRUE(torch::equal(g.new_lengths, want.lengths)) << g.new_lengths << " vs " << want.lengths;
+    EXPECT_TRUE(torch::equal(g.new_lengths, want.lengths)) << what << ": " << g.new_lengths << " vs " << want.lengths;
     const auto real = torch::arange(width).unsqueeze(0) < want.lengths.unsqueeze(1);
-    EXPECT_TRUE(torch::equal(g.attention_mask.slice(1, T), real.to(torch::kLong))) << g.attention_mask;
-    if (every == 1) {
+    EXPECT_TRUE(torch::equal(g.attention_mask.slice(1, T), real.to(torch::kLong))) << what << g.attention_mask;
+    if (every == 1 && lag == 0) {
       EXPECT_EQ(g.stats.compactions, want.compactions);
+    }
+    if (every == 1 && lag > 0) {
+      // The same counts, acted on `lag` steps later: the same cuts, less those that would come
+      // after the last step.
+      EXPECT_LE(g.stats.compactions, want.compactions) << what;
     }
     if (every == 1000) {
       EXPECT_EQ(g.stats.compactions, 0);
+      EXPECT_EQ(g.stats.checks, 0);
     }
   }
+  // Before min_new_tokens tokens no row can stop, and the host reads nothing back: with it at
+  // max_new_tokens, not once.
+  p.check_every = 1;
+  p.check_lag = 0;
+  p.min_new_tokens = kNewTokens;
+  quartet::Generation full = quartet::generate(model, prompt, prompt_mask, p);
+  EXPECT_EQ(full.stats.checks, 0);
+  EXPECT_TRUE(torch::equal(full.new_lengths, torch::full({B}, kNewTokens, full.new_lengths.options())))
+      << full.new_lengths;
+  p.min_new_tokens = kNewTokens - 2;  // a stop possible from the last token on: one check
+  quartet::Generation late = quartet::generate(model, prompt, prompt_mask, p);
+  EXPECT_EQ(late.stats.checks, 1);
 }
 
 TEST_P(CausalParity, KVCacheStepsMatchFullForward) {

@@ -6,7 +6,8 @@
 // attention mask and sampled tokens live in device tensors updated in place, so on a GPU the
 // step (forward, sampling, bookkeeping) is captured once as a CUDA graph and replayed. The
 // host reads nothing back per token; only every check_every steps it asks how many sequences
-// are still live, stops when none is, and moves the live ones to the front of a smaller batch
+// are still live (the answer read check_lag steps later, so the host never waits on the
+// device), stops when none is, and moves the live ones to the front of a smaller batch
 // (a power-of-two bucket, each with its own graph) once at least half have finished. Graphs
 // are also kept per attention span (a multiple of span_bucket slots), so early steps do not
 // read the whole cache. On the CPU the same step runs eagerly.
@@ -36,9 +37,14 @@ struct SamplingParams {
   int64_t vocab_limit = 0;
   // Execution only (the tokens do not depend on these, except through floating-point
   // rounding): capture the decoding step as a CUDA graph on CUDA devices; steps between
-  // host checks (stop, shrink the batch); the attention span's granularity in slots.
+  // host checks (stop, shrink the batch); the steps between a check's count leaving the device
+  // and the host acting on it (0: the host waits for it, and the device drains at every
+  // check; more: the copy lands while the device works through the steps queued behind it);
+  // the attention span's granularity in slots. Checks start once a stop is possible (after
+  // min_new_tokens tokens).
   bool cuda_graphs = true;
   int64_t check_every = 8;
+  int64_t check_lag = 2;
   int64_t span_bucket = 64;
 };
 
@@ -48,6 +54,7 @@ struct GenerationStats {
   int64_t graph_replays = 0;     // steps run as a CUDA graph replay
   int64_t graphs_captured = 0;
   int64_t compactions = 0;       // times the live sequences moved to a smaller batch
+  int64_t checks = 0;            // live counts the host read back (and acted on)
   int64_t row_steps = 0;         // sum over steps of the batch rows computed
   double capture_seconds = 0;    // host time spent capturing (and warming up) graphs
 };
