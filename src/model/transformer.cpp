@@ -19,6 +19,7 @@
 #include "quartet/model/checkpointing.hpp"
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/rotary.hpp"
+#include "quartet/model/packed_linear.hpp"
 #include "quartet/model/swiglu_kernel.hpp"
 
 namespace quartet {
@@ -162,26 +163,6 @@ void pack_parameters(torch::nn::Module& m, bool keep_values) {
   }
 }
 
-// The matrices `parts` (each [rows_i, cols]) as one [sum rows_i, cols] matrix when they lie
-// back to back in one storage, as packed and sharded parameters do; else undefined. Only for
-// work without gradients: autograd would credit the whole matrix's gradient to the first part.
-torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts) {
-  const torch::Tensor& first = *parts.begin();
-  if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return {};
-  const int64_t cols = first.size(1);
-  int64_t rows = 0;
-  const char* next = static_cast<const char*>(first.data_ptr());
-  for (const auto& t : parts) {
-    if (!t.defined() || t.dim() != 2 || !t.is_contiguous() || t.size(1) != cols ||
-        t.scalar_type() != first.scalar_type() || !t.storage().is_alias_of(first.storage()) ||
-        static_cast<const char*>(t.data_ptr()) != next)
-      return {};
-    rows += t.size(0);
-    next += t.numel() * t.element_size();
-  }
-  return first.as_strided({rows, cols}, {cols, 1});
-}
-
 // A decoding step on quartet's own device kernels (model/decode_kernels.hpp) rather than ATen's.
 bool decode_kernels_for(const torch::Tensor& x) {
   return x.is_cuda() && decode_kernels_enabled() &&
@@ -272,9 +253,15 @@ class AttentionImpl : public torch::nn::Module {
       k = parts[1];
       v = parts[2];
     } else {
-      q = q_(x).view({B, T, nh, hd}).transpose(1, 2);
-      k = k_(x).view({B, T, nkv, hd}).transpose(1, 2);
-      v = v_(x).view({B, T, nkv, hd}).transpose(1, 2);
+      // On the GPU, Llama's q, k and v from one product where their weights lie back to back
+      // (model/packed_linear.hpp). The CPU keeps three, as the reference outputs were made.
+      std::vector<torch::Tensor> qkv;
+      if (c_.family == Family::llama && x.is_cuda() && !q_->bias.defined() && packed_products_enabled())
+        qkv = packed_linear(x, {q_->weight, k_->weight, v_->weight}, /*split=*/true);
+      if (qkv.empty()) qkv = {q_(x), k_(x), v_(x)};
+      q = qkv[0].view({B, T, nh, hd}).transpose(1, 2);
+      k = qkv[1].view({B, T, nkv, hd}).transpose(1, 2);
+      v = qkv[2].view({B, T, nkv, hd}).transpose(1, 2);
     }
     if (s.cos.defined()) {
       const bool interleaved = c_.family == Family::gptj;
@@ -497,6 +484,15 @@ class MlpImpl : public torch::nn::Module {
         }
       }
       if (c_.activation == "silu" || c_.activation == "swish") {
+        if (x.is_cuda() && !gate_->bias.defined() && swiglu_kernel_enabled() && packed_products_enabled()) {
+          // Gate and up from one product, SwiGLU on it as it lies (model/packed_linear.hpp).
+          auto gate_up = packed_linear(x, {gate_->weight, up_->weight}, /*split=*/false);
+          if (!gate_up.empty()) {
+            if (swiglu_packed_supports(gate_up[0])) return down_(swiglu_packed(gate_up[0]));
+            const int64_t i = c_.intermediate_size;
+            return down_(torch::silu(gate_up[0].narrow(-1, 0, i)) * gate_up[0].narrow(-1, i, i));
+          }
+        }
         auto gate = gate_(x), up = up_(x);
         if (swiglu_kernel_supports(gate, up)) return down_(swiglu(gate, up));
         return down_(torch::silu(gate) * up);

@@ -64,6 +64,30 @@ TEST_P(SwigluKernel, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(quartet::swiglu_kernel_supports(x.cpu(), x.cpu()));
 }
 
+// The packed form (one [.., 2 I] product, gate then up in each row) gives the separate form's
+// bits, forward and backward, with the gradient packed the same way; widths in vectors and not.
+TEST_P(SwigluKernel, PackedSameBitsAsSeparate) {
+  const auto opts = torch::TensorOptions().dtype(GetParam()).device(kCuda);
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{2, 64, 5632}, {3, 7, 37}}) {
+    auto packed_sizes = shape;
+    packed_sizes.back() *= 2;
+    auto gate_up = (torch::randn(packed_sizes, opts) * 2).requires_grad_(true);
+    ASSERT_TRUE(quartet::swiglu_packed_supports(gate_up));
+    const int64_t I = shape.back();
+    auto gate = gate_up.detach().narrow(-1, 0, I).contiguous().requires_grad_(true);
+    auto up = gate_up.detach().narrow(-1, I, I).contiguous().requires_grad_(true);
+    auto got = quartet::swiglu_packed(gate_up);
+    auto want = quartet::swiglu(gate, up);
+    EXPECT_TRUE(torch::equal(got, want));
+    auto dy = torch::randn(shape, opts);
+    got.backward(dy);
+    want.backward(dy);
+    EXPECT_TRUE(torch::equal(gate_up.grad().narrow(-1, 0, I), gate.grad()));
+    EXPECT_TRUE(torch::equal(gate_up.grad().narrow(-1, I, I), up.grad()));
+  }
+  EXPECT_FALSE(quartet::swiglu_packed_supports(torch::randn({3, 5}, opts)));  // odd width
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, SwigluKernel,
                          ::testing::ValuesIn(torch::cuda::is_available()
                                                  ? std::vector<torch::Dtype>{torch::kFloat32, torch::kBFloat16}

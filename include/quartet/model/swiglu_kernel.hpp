@@ -21,4 +21,10 @@ void set_swiglu_kernel(bool on);
 bool swiglu_kernel_supports(const torch::Tensor& gate, const torch::Tensor& up);
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
 
+// The same on one packed product gate_up [.., 2 I] (gate's I columns, then up's, in each row:
+// a fused gate-and-up projection): [.., I], and in backward the packed gradient [.., 2 I], with
+// no split or join copied. gate_up: contiguous, float32 or bfloat16, on a CUDA device.
+bool swiglu_packed_supports(const torch::Tensor& gate_up);
+torch::Tensor swiglu_packed(const torch::Tensor& gate_up);
+
 }  // namespace quartet
