@@ -53,7 +53,8 @@ grep -A30 "gpu_gptj6b_matches_hf" build-gpu/Testing/Temporary/LastTest.log | gre
   echo "exit $?"
   echo "== generate on 2 GPUs in bf16 (the tiny reference Llama of the parity tests)"
   P=build-gpu/parity/generate
-  $MPI -np 2 build-gpu/quartet generate tests/decks/generate.deck --set model.actor.path=$P/model \
+  $MPI -np 2 build-gpu/quartet generate tests/decks/generate.deck --set dist.device=auto --set dist.backend=auto \
+    --set model.actor.path=$P/model \
     --set rollout.prompts=$P/prompts.jsonl --set model.actor.dtype=bfloat16 --set run.out=/tmp/gen-bf16
   echo "exit $?"
   echo "== watchdog: the last rank never joins an NCCL all-reduce (must abort with a report)"
