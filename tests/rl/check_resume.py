@@ -70,6 +70,15 @@ class Train:
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
 
+    def signal_every_rank(self, sig):
+        """sig to every rank, as srun relays Slurm's signals to every task. Not through mpirun:
+        the Open MPI 4.1.6 of the GPU machine's image catches SIGUSR1 and passes it to no rank."""
+        ranks = self.ranks()
+        if not ranks:
+            fail(f"no rank processes under mpirun (pid {self.proc.pid}) to signal")
+        for pid in ranks:
+            os.kill(pid, sig)
+
 
 def run_to_end(launcher, np_, out, *sets, expect=0):
     t = Train(launcher, np_, out, *sets)
@@ -150,11 +159,11 @@ def main():
     reference_output = run_to_end(launcher, 3, reference)
 
     if scenario == "signals":
-        # SIGUSR1 to mpirun, which forwards it to every rank (Slurm's pre-timeout warning).
+        # SIGUSR1 to every rank (Slurm's pre-timeout warning, relayed by srun).
         out = os.path.join(work, "usr1")
         t = Train(launcher, 3, out)
         t.wait_for_iteration(6)
-        t.proc.send_signal(signal.SIGUSR1)
+        t.signal_every_rank(signal.SIGUSR1)
         rc = t.finish()
         if rc != EXIT_RESUBMIT:
             fail(f"after SIGUSR1 the run exited {rc}, expected {EXIT_RESUBMIT}:\n{t.output()[-3000:]}")
@@ -250,7 +259,7 @@ def main():
         out = os.path.join(work, "corrupt")
         t = Train(launcher, 3, out)
         t.wait_for_iteration(13)
-        t.proc.send_signal(signal.SIGUSR1)
+        t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
         n = stopped_at(t.output())
@@ -273,13 +282,13 @@ def main():
         out = os.path.join(work, "reshard")
         t = Train(launcher, 4, out, "placement.actor=2", "checkpoint.every=3")
         t.wait_for_iteration(7)
-        t.proc.send_signal(signal.SIGUSR1)
+        t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the 4-rank run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
         n1 = stopped_at(t.output())
         t = Train(launcher, 3, out, "placement.actor=1")
         t.wait_for_iteration(n1 + 4)
-        t.proc.send_signal(signal.SIGUSR1)
+        t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the 3-rank run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
         _, at = resumed_from(t.output())
