@@ -71,13 +71,15 @@ class Train:
         return [int(p) for p in out.split()]
 
     def signal_every_rank(self, sig):
-        """sig to every rank, as srun relays Slurm's signals to every task. Not through mpirun:
-        the Open MPI 4.1.6 of the GPU machine's image catches SIGUSR1 and passes it to no rank."""
+        """sig to every rank, as srun relays Slurm's signals to every task; returns their pids. Not
+        through mpirun: the Open MPI 4.1.6 of the GPU machine's image catches SIGUSR1 and passes
+        it to no rank."""
         ranks = self.ranks()
         if not ranks:
             fail(f"no rank processes under mpirun (pid {self.proc.pid}) to signal")
         for pid in ranks:
             os.kill(pid, sig)
+        return ranks
 
 
 def run_to_end(launcher, np_, out, *sets, expect=0):
@@ -202,9 +204,7 @@ def main():
         # the second. So wait until the check is surely past, then send both requests inside
         # iteration 4 (more than a second apart: closer copies count as one request).
         time.sleep(0.5)
-        ranks = t.ranks()
-        for pid in ranks:
-            os.kill(pid, signal.SIGUSR1)
+        ranks = t.signal_every_rank(signal.SIGUSR1)
         time.sleep(1.1)
         if t.proc.poll() is not None:
             fail(f"the run ended ({t.proc.returncode}) before the second request could be sent "
