@@ -104,7 +104,8 @@ const po::options_description& deck_schema() {
       ("rollout.temperature", po::value<double>()->default_value(ro.temperature), "sampling temperature (>= 0; 0 = greedy)")
       ("rollout.top_k", po::value<int>()->default_value(ro.top_k), "sample from the k likeliest tokens (count; 0 = off)")
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
-      ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops");
+      ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops")
+      ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding)");
     return d;
   }();
   return schema;
@@ -293,6 +294,7 @@ Config load_config(const Deck& deck) {
   if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
   c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");
   if (c.rollout.max_new_tokens < 1) deck.fail("rollout.max_new_tokens", "must be at least 1");
+  c.rollout.reuse_prompt_cache = deck.get<bool>("rollout.reuse_prompt_cache");
   c.rollout.min_new_tokens = deck.get<int>("rollout.min_new_tokens");
   if (c.rollout.min_new_tokens < 0 || c.rollout.min_new_tokens > c.rollout.max_new_tokens)
     deck.fail("rollout.min_new_tokens", "must be in 0 .. rollout.max_new_tokens (" +

@@ -152,14 +152,20 @@ void flush(const DecodeState& st, torch::Tensor& tokens, torch::Tensor& mask, to
 }
 
 // The live rows to the front, the batch cut to `rows` (finished rows' results were flushed).
-void compact(DecodeState& st, int64_t rows) {
+// every_row: all rows of the state move, the finished ones behind the live ones, so that each
+// keeps its prompt's cache slots (keep_cache); else only the first `rows` are written.
+void compact(DecodeState& st, int64_t rows, bool every_row) {
   auto order = torch::argsort(st.done.narrow(0, 0, st.rows).to(torch::kInt), /*stable=*/true);
-  auto keep = order.narrow(0, 0, rows);
+  const int64_t all = st.row_of.size(0);
+  if (every_row && st.rows < all)  // rows cut off before stay where they are
+    order = torch::cat({order, torch::arange(st.rows, all, order.options())});
+  auto keep = every_row ? order : order.narrow(0, 0, rows);
+  const int64_t moved = keep.size(0);
   for (torch::Tensor* t : {&st.tok, &st.pos, &st.key_valid, &st.done, &st.lengths, &st.hist, &st.hist_mask,
                            &st.row_of})
-    t->narrow(0, 0, rows).copy_(t->index_select(0, keep));
+    t->narrow(0, 0, moved).copy_(t->index_select(0, keep));
   for (auto* layers : {&st.cache.k, &st.cache.v})
-    for (auto& t : *layers) t.narrow(0, 0, rows).copy_(t.index_select(0, keep));
+    for (auto& t : *layers) t.narrow(0, 0, moved).copy_(t.index_select(0, keep));
   st.rows = rows;
 }
 
@@ -270,7 +276,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   const auto long_opts = tokens.options();
   DecodeState st;
   st.rows = B;
-  st.cache = model->make_cache(B, L);
+  st.cache = model->make_cache(B, params.keep_cache ? std::max(L, params.cache_slots) : L);
   st.tok = torch::zeros({B}, long_opts);
   st.pos = mask.sum(1);  // positions count real tokens only
   st.key_valid = torch::zeros({B, L}, long_opts.dtype(torch::kBool));
@@ -337,7 +343,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
       const int64_t rows = next_power_of_two(live);
       if (rows < st.rows) {
         flush(st, out_tokens, out_mask, out_lengths);
-        compact(st, rows);
+        compact(st, rows, params.keep_cache);
         stats.compactions += 1;
       }
     }
@@ -357,6 +363,17 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   }
   flush(st, out_tokens, out_mask, out_lengths);
   st.cache.length = L;
+  if (params.keep_cache) {
+    // Row r of the cache holds the caller's row row_of[r] (a permutation: compact moved every
+    // row); back to the caller's order where a compaction changed it.
+    if (stats.compactions > 0) {
+      auto back = torch::argsort(st.row_of);
+      for (auto* layers : {&st.cache.k, &st.cache.v})
+        for (auto& t : *layers) t = t.index_select(0, back);
+    }
+    g.cache = st.cache;
+    g.cache.length = T;
+  }
 
   // Without stop tokens every row ran N steps; with them, the columns after the longest
   // sequence are padding only and are cut, as if decoding had stopped there.
@@ -370,6 +387,10 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
     // The caller's stream waits for the side stream's work before it uses the results.
     auto side = c10::cuda::getCurrentCUDAStream(dev.index());
     on_side.reset();
+    // The cache was made on the side stream and is read next on the caller's: the allocator
+    // must not give its memory to the side stream again before those reads are done.
+    for (auto* layers : {&g.cache.k, &g.cache.v})
+      for (auto& t : *layers) t.record_stream(c10::cuda::getCurrentCUDAStream(dev.index()));
     at::cuda::CUDAEvent finished;
     finished.record(side);
     finished.block(c10::cuda::getCurrentCUDAStream(dev.index()));

@@ -12,6 +12,7 @@
 
 namespace quartet {
 
+
 int64_t bucketed_actions(int64_t prompt_len, int64_t actions, int64_t max_width) {
   if (max_width <= 0) return actions;
   const int64_t m = kRolloutWidthMultiple, width = (prompt_len + actions + m - 1) / m * m;
@@ -131,14 +132,11 @@ PaddingLayout padding_layout(const RolloutBatch& batch) {
   return facts[1].item<bool>() ? PaddingLayout::around : PaddingLayout::anywhere;
 }
 
-torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
-                              torch::Tensor* entropy, PaddingLayout padding) {
-  auto b = on_device(batch, model.device());
-  const int64_t P = b.prompt_len(), A = b.actions();
-  // Positions P-1 .. P+A-2 predict the actions; the vocabulary product runs on those alone.
-  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1, padding);
-  auto acting = logits.narrow(1, 0, A);
-  auto actions = b.sequences.narrow(1, P, A);
+namespace {
+
+// Log-probs [B, A] of `actions` [B, A] under logits [B, A, V] seen through `view`.
+torch::Tensor logprobs_in_view(torch::Tensor acting, torch::Tensor actions, const SamplingView& view,
+                               torch::Tensor* entropy) {
   if (view.vocab_limit > 0 && view.vocab_limit < acting.size(-1)) {
     acting = acting.narrow(-1, 0, view.vocab_limit);
     // Sampled actions lie within the limit; a padding id past it (after a stop, masked) is
@@ -148,6 +146,17 @@ torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, co
   if (view.temperature > 0 && view.temperature != 1.0) acting = acting / view.temperature;
   if (entropy) *entropy = token_entropy(acting);
   return token_logprobs(acting, actions);
+}
+
+}  // namespace
+
+torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
+                              torch::Tensor* entropy, PaddingLayout padding) {
+  auto b = on_device(batch, model.device());
+  const int64_t P = b.prompt_len(), A = b.actions();
+  // Positions P-1 .. P+A-2 predict the actions; the vocabulary product runs on those alone.
+  auto logits = model.forward(b.sequences, b.attention_mask, /*head_from=*/P - 1, padding);
+  return logprobs_in_view(logits.narrow(1, 0, A), b.sequences.narrow(1, P, A), view, entropy);
 }
 
 torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, PaddingLayout padding) {
@@ -162,6 +171,44 @@ torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int
   return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
     return action_logprobs(model, mb, view, nullptr, padding);
   });
+}
+
+torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& batch, const KVCache& cache,
+                                      int64_t micro_batch, const SamplingView& view) {
+  torch::NoGradGuard no_grad;
+  Transformer& net = model.module();
+  QUARTET_CHECK(net->head() == Head::causal_lm, "score_logprobs_on_cache: the model needs the causal_lm head");
+  QUARTET_CHECK(model.gathered_full(),
+                "score_logprobs_on_cache: the model must be gathered whole on this rank (gather_full)");
+  const RolloutBatch b = on_device(batch, model.device());
+  const int64_t R = b.rows(), P = b.prompt_len(), A = b.actions();
+  QUARTET_CHECK(static_cast<int64_t>(cache.k.size()) == net->config().num_layers && cache.k.size() == cache.v.size() &&
+                    R > 0 && cache.k[0].defined() && cache.k[0].size(0) == R,
+                "score_logprobs_on_cache: the cache was not made for this model and these " + std::to_string(R) +
+                    " rows");
+  QUARTET_CHECK(cache.length == P && P >= 1 && A >= 1 && P - 1 + A <= cache.max_len,
+                "score_logprobs_on_cache: a cache of " + std::to_string(cache.length) + " prompt tokens with room for " +
+                    std::to_string(cache.max_len) + " does not fit a batch of " + std::to_string(P) + " prompt and " +
+                    std::to_string(A) + " action tokens");
+  std::vector<torch::Tensor> parts;
+  const int64_t step = micro_batch > 0 ? micro_batch : R;
+  for (int64_t begin = 0; begin < R; begin += step) {
+    const int64_t n = std::min(step, R - begin);
+    // The rows' cache with the prompt's last token left out: it is fed again, so that its
+    // logits, which predict the first action, come out of this pass too.
+    KVCache part;
+    part.max_len = cache.max_len;
+    part.length = P - 1;
+    for (size_t l = 0; l < cache.k.size(); ++l) {
+      part.k.push_back(cache.k[l].narrow(0, begin, n));
+      part.v.push_back(cache.v[l].narrow(0, begin, n));
+    }
+    auto seq = b.sequences.narrow(0, begin, n);
+    auto mask = b.attention_mask.narrow(0, begin, n).narrow(1, 0, P - 1 + A);
+    auto logits = net->head_output(net->hidden_states(seq.narrow(1, P - 1, A), mask, &part), mask);
+    parts.push_back(logprobs_in_view(logits, seq.narrow(1, P, A), view, nullptr));
+  }
+  return torch::cat(parts);
 }
 
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {

@@ -81,8 +81,10 @@ class Trainer {
   // Colocated: only the models of the phase stay on the device.
   void activate(std::initializer_list<Role> roles);
 
+  // cache non-null: generation's KV cache comes back in it (SamplingParams::keep_cache), with
+  // room for the widest rollout.
   RolloutBatch generate_rollouts(int iteration, int chunk, int count, std::vector<std::string>* prompts,
-                                 std::vector<std::string>* answers);
+                                 std::vector<std::string>* answers, KVCache* cache = nullptr);
   torch::Tensor rule_scores(const std::vector<std::string>& prompts, const std::vector<std::string>& completions);
 
   Runtime& rt_;
@@ -232,7 +234,7 @@ void Trainer::activate(std::initializer_list<Role> roles) {
 }
 
 RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std::vector<std::string>* prompts,
-                                        std::vector<std::string>* answers) {
+                                        std::vector<std::string>* answers, KVCache* cache) {
   RoleModel& actor = *models_.get(Role::actor);
   std::vector<std::vector<int64_t>> ids;
   for (int64_t index : sampler_->next(count)) {
@@ -256,8 +258,11 @@ RolloutBatch Trainer::generate_rollouts(int iteration, int chunk, int count, std
   sp.vocab_limit = tokenizer_->vocab_size();
   sp.seed = cfg_.run.seed * 1000003u + static_cast<uint64_t>(iteration) * 4099u + static_cast<uint64_t>(chunk) * 131u +
             static_cast<uint64_t>(rt_.world.rank());
+  sp.keep_cache = cache != nullptr;
+  sp.cache_slots = max_rollout_width();
   Generation g = generate(actor.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
   const int64_t P = prompt.size(1);
+  if (cache) *cache = std::move(g.cache);
   RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()};
   return pad_actions(b, bucketed_actions(P, b.actions(), max_rollout_width()), pad_id_);
 }
@@ -450,8 +455,12 @@ int Trainer::run() {
       activate({Role::actor});
       std::vector<torch::Tensor> old_parts;
       actor->model->gather_full();  // hybrid engine: the full weights once per iteration
+      // rollout.reuse_prompt_cache: the old log-probs continue from generation's cache (the
+      // prompt is not run again).
+      const bool on_cache = cfg_.rollout.reuse_prompt_cache;
       for (int c = 0; c < chunks; ++c) {
-        RolloutBatch b = generate_rollouts(it, c, chunk_size(c), &prompts, &answers);
+        KVCache cache;
+        RolloutBatch b = generate_rollouts(it, c, chunk_size(c), &prompts, &answers, on_cache ? &cache : nullptr);
         // The scoring groups get the chunk first, so that they score while the actor takes
         // its old log-probs; one copy to the host serves all three sends.
         if (!ex.reference.empty() || !ex.reward.empty() || !ex.critic.empty()) {
@@ -459,7 +468,8 @@ int Trainer::run() {
           for (auto* group : {&ex.reference, &ex.reward, &ex.critic})
             if (!group->empty()) (*group)[static_cast<size_t>(c)]->forward(host);
         }
-        old_parts.push_back(score_logprobs(*actor->model, b, score_mb, sampling_view()));
+        old_parts.push_back(on_cache ? score_logprobs_on_cache(*actor->model, b, cache, score_mb, sampling_view())
+                                     : score_logprobs(*actor->model, b, score_mb, sampling_view()));
         chunk_batches.push_back(b);
       }
       actor->model->release_full();

@@ -251,12 +251,13 @@ std::uint64_t sum_bytes(const std::vector<MemoryTerm>& terms) {
   return n;
 }
 
-// A forward without graph through one block of `tokens` tokens in sequences of length T.
-double no_grad_block(const RoleModel& m, double batch, double T) {
+// A forward without graph through one block of batch x T new tokens attending to S slots (S = T
+// without a cache).
+double no_grad_block(const RoleModel& m, double batch, double T, double S) {
   const ModelConfig& c = m.spec->config;
   const double tokens = batch * T;
   return estimate::kNoGradBlockFraction * tokens * estimate::block_bytes_per_token(c, m.b) +
-         batch * T * T * (1.0 + static_cast<double>(estimate::attention_bytes(c, m.b))) +  // mask + bias
+         batch * T * S * (1.0 + static_cast<double>(estimate::attention_bytes(c, m.b))) +  // mask + bias
          2.0 * tokens * static_cast<double>(c.hidden_size * m.b);  // the block's input and output
 }
 
@@ -271,7 +272,7 @@ std::vector<MemoryTerm> score_terms(const RoleModel& m, const Config& cfg) {
   const double gathered = (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b +
                           (m.section->offload_params ? 2.0 * static_cast<double>(l.max_block_shard) * b : 0.0);
   t.push_back({"gathered parameters", r, u64(gathered), Where::device});
-  t.push_back({"activations", r, u64(no_grad_block(m, rb, T)), Where::device});
+  t.push_back({"activations", r, u64(no_grad_block(m, rb, T, T)), Where::device});
   if (m.spec->head == Head::causal_lm)
     t.push_back({"logits", r,
                  u64(rb * T * static_cast<double>(c.vocab_size) * (b + estimate::kScoreLogitsFp32Copies * 4)),
@@ -290,8 +291,17 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   t.push_back({"kv cache", r,
                u64(2.0 * static_cast<double>(c.num_layers) * rb * static_cast<double>(c.num_kv_heads * c.head_dim) * T * b),
                Where::device});
-  t.push_back({"activations", r, u64(no_grad_block(m, rb, static_cast<double>(s.prompt))), Where::device});
-  t.push_back({"logits", r, u64(rb * static_cast<double>(c.vocab_size) * 4), Where::device});
+  // rollout.reuse_prompt_cache: the old log-probs' pass continues from the cache in this phase
+  // (rl/experience.hpp score_logprobs_on_cache), with the new tokens' activations and logits,
+  // where larger than the prompt's forward and a decoding step's.
+  const double P = static_cast<double>(s.prompt), A = T - P, V = static_cast<double>(c.vocab_size);
+  const bool on_cache = cfg.rollout.reuse_prompt_cache;
+  const double activations = no_grad_block(m, rb, P, P), logits = rb * V * 4;
+  t.push_back({"activations", r, u64(on_cache ? std::max(activations, no_grad_block(m, rb, A, T)) : activations),
+               Where::device});
+  t.push_back({"logits", r,
+               u64(on_cache ? std::max(logits, rb * A * V * (b + estimate::kScoreLogitsFp32Copies * 4)) : logits),
+               Where::device});
   return t;
 }
 

@@ -10,6 +10,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/rl/experience.hpp"
 #include "quartet/shard/sharded_model.hpp"
@@ -157,6 +158,61 @@ TEST_F(RlLogprobs, HeadOnTheLaterPositionsOnly) {
   ShardedModel reward(tiny_llama(), Head::sequence_reward, *group_, frozen,
                       source_random(tiny_llama(), 4, torch::kCPU));
   EXPECT_THROW(reward.forward(b.sequences, b.attention_mask, 1), quartet::Error);
+}
+
+// The old log-probs on generation's cache (the prompt not run again) against the full pass,
+// on rollouts as the trainer makes them: left-padded prompts, rows that stop early (and so a
+// batch cut to its live rows, which must keep the finished rows' prompts), actions padded to
+// a wider bucket; in micro-batches and whole.
+TEST_F(RlLogprobs, OnGenerationsCacheAsTheFullPass) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = 8, P = 6, N = 10, wider = 3;
+  auto gen = at::detail::createCPUGenerator(11);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t r = 0; r < B; ++r) {
+    auto ids = torch::randint(1, kLimit, {P - r % 3}, gen, torch::kLong);  // 6, 5 or 4 tokens
+    prompts.emplace_back(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  }
+  auto [prompt, prompt_mask] = left_pad(prompts, /*pad_id=*/0);
+  SamplingParams sp;
+  sp.max_new_tokens = N;
+  sp.stop_ids = {3, 7, 11, 19, 23, 29};  // likely enough under a random model to stop rows early
+  sp.vocab_limit = kLimit;
+  sp.check_every = 1;
+  sp.check_lag = 0;
+  sp.seed = 4;
+  sp.keep_cache = true;
+  sp.cache_slots = P + N + wider;
+  model_->gather_full();
+  Generation g = generate(model_->module(), prompt, prompt_mask, sp);
+  ASSERT_GT(g.stats.compactions, 0) << "the rows should stop at different steps (pick other stop ids or seed)";
+  ASSERT_EQ(g.cache.length, P);
+  ASSERT_EQ(g.cache.max_len, P + N + wider);
+  const int64_t generated = g.tokens.size(1) - P;
+  RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, generated).contiguous()};
+  b = pad_actions(b, N + wider, /*pad_id=*/0);  // bucket padding past what generation made
+  const SamplingView view{kLimit, 0.7};
+  const auto full = score_logprobs(*model_, b, 3, view);
+  const auto mask = b.action_mask.to(torch::kBool);
+  for (int64_t micro : {int64_t{3}, int64_t{0}}) {
+    KVCache cache = g.cache;  // the pass overwrites the slots after the prompt: a fresh copy each time
+    for (auto* layers : {&cache.k, &cache.v})
+      for (auto& t : *layers) t = t.clone();
+    const auto got = score_logprobs_on_cache(*model_, b, cache, micro, view);
+    ASSERT_EQ(got.sizes(), full.sizes());
+    EXPECT_TRUE(torch::allclose(got.masked_select(mask), full.masked_select(mask), 1e-5, 1e-6))
+        << "micro-batch " << micro << "\n" << got << "\n" << full;
+  }
+  // A cache of other rows, one whose prompt length is not the batch's, or one without room for
+  // the batch's width is refused.
+  EXPECT_THROW(score_logprobs_on_cache(*model_, select_rows(b, torch::arange(2)), g.cache, 0, view), quartet::Error);
+  KVCache shorter = g.cache;
+  shorter.length = P - 1;
+  EXPECT_THROW(score_logprobs_on_cache(*model_, b, shorter, 0, view), quartet::Error);
+  EXPECT_THROW(score_logprobs_on_cache(*model_, pad_actions(b, N + wider + 2, 0), g.cache, 0, view), quartet::Error);
+  model_->release_full();
+  // The model must be whole on the rank.
+  EXPECT_THROW(score_logprobs_on_cache(*model_, b, g.cache, 0, view), quartet::Error);
 }
 
 }  // namespace

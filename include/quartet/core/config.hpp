@@ -108,6 +108,11 @@ struct RolloutConfig {          // [rollout]
   int top_k = 0;                // 0 = off
   double top_p = 1.0;           // 1 = off
   std::vector<std::string> stop;  // stop tokens (token strings); the tokenizer's EOS always stops
+  // The actor's old log-probs continue from generation's KV cache (the prompt is not run a
+  // second time; rl/experience.hpp score_logprobs_on_cache) instead of a full forward pass.
+  // Faster; the log-probs then differ from the full pass's by rounding, and share the
+  // sampler's rounding on the prompt (README: "Old log-probs on generation's cache").
+  bool reuse_prompt_cache = false;
 };
 
 struct OutputConfig {           // [output]

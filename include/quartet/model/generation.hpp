@@ -46,6 +46,13 @@ struct SamplingParams {
   int64_t check_every = 8;
   int64_t check_lag = 2;
   int64_t span_bucket = 64;
+  // Hand the KV cache back (Generation::cache): every row's prompt keys and values, in the
+  // caller's row order, for a forward pass that continues from the prompt instead of running
+  // it again (rl/experience.hpp score_logprobs_on_cache). A batch cut to its live rows then
+  // moves the finished ones behind them instead of overwriting them. cache_slots: the cache
+  // holds at least this many slots (that pass may run over a wider, padded batch).
+  bool keep_cache = false;
+  int64_t cache_slots = 0;
 };
 
 // What the decoder did, for benchmarks and tests.
@@ -64,6 +71,10 @@ struct Generation {
   torch::Tensor attention_mask;  // [B, T + N]: 1 for prompt and generated tokens up to the stop
   torch::Tensor new_lengths;     // [B]: generated tokens per sequence, the stop token included
   GenerationStats stats;
+  // keep_cache only: max_len max(T + N, cache_slots), slots [0, T) holding each row's prompt as the prompt's
+  // forward pass wrote them, length T; later slots are the decoder's scratch. Undefined
+  // tensors (no layers) otherwise, or when nothing was generated.
+  KVCache cache;
 };
 
 // Token lists as one left-padded batch: ids [B, T] (pad_id in the padding) and mask [B, T]

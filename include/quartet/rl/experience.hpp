@@ -65,6 +65,14 @@ struct SamplingView {
 // float32 [B, A]: log-probs of the actions under a causal LM (no grad).
 torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
                              const SamplingView& view);
+// score_logprobs straight after generation, on generation's cache (SamplingParams::keep_cache,
+// with room for P + A - 1 slots): it still holds every row's prompt, so only positions
+// P-1 .. P+A-2 run through the model, attending to the prompt's cached keys and values, and
+// the prompt is not computed a second time (rollout.reuse_prompt_cache). The model must be
+// gathered whole on this rank (ShardedModel::gather_full, as for generation): no collectives
+// run. The cache's slots from P - 1 on are overwritten. Equal to score_logprobs to rounding.
+torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& batch, const KVCache& cache,
+                                      int64_t micro_batch, const SamplingView& view);
 // float32 [B, A]: the critic's values of the states before each action (no grad).
 torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
 // float32 [B]: a sequence-reward model's scores (no grad).

@@ -87,6 +87,7 @@ class ShardedModel {
   // many batches). The module then runs like an unsharded one.
   void gather_full();
   void release_full();
+  bool gathered_full() const { return full_kept_; }
   // Colocated placement: the parameter shards move to (pinned) host memory and back.
   void park();
   void unpark();
