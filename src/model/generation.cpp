@@ -365,11 +365,12 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   st.cache.length = L;
   if (params.keep_cache) {
     // Row r of the cache holds the caller's row row_of[r] (a permutation: compact moved every
-    // row); back to the caller's order where a compaction changed it.
+    // row); back to the caller's order where a compaction changed it, in place, a layer at a
+    // time (one layer's copy on top of the cache, not a second cache).
     if (stats.compactions > 0) {
       auto back = torch::argsort(st.row_of);
       for (auto* layers : {&st.cache.k, &st.cache.v})
-        for (auto& t : *layers) t = t.index_select(0, back);
+        for (auto& t : *layers) t.copy_(t.index_select(0, back));
     }
     g.cache = st.cache;
     g.cache.length = T;
