@@ -700,6 +700,28 @@ TEST_P(GpuGraphs, GreedyWithGraphsEqualsWithout) {
           << what << "\ngraphs:\n" << graphed.tokens.slice(1, T) << "\neager:\n" << eager.tokens.slice(1, T);
       EXPECT_TRUE(torch::equal(graphed.attention_mask, eager.attention_mask)) << what;
       EXPECT_TRUE(torch::equal(graphed.new_lengths, eager.new_lengths)) << what;
+      // keep_cache (rollout.reuse_prompt_cache) hands the cache back with every row's prompt in
+      // place, rows cut from the batch included, in the caller's order: its prompt slots are a
+      // fresh prompt pass's to the bit (a cache of the same shape, so the same kernels), and
+      // the tokens do not change.
+      p.keep_cache = true;
+      p.cache_slots = T + p.max_new_tokens + 5;
+      auto kept = quartet::generate(model, prompt, prompt_mask, p);
+      p.keep_cache = false;
+      EXPECT_TRUE(torch::equal(kept.tokens, graphed.tokens)) << what << ": keep_cache changed the tokens";
+      ASSERT_EQ(kept.cache.length, T) << what;
+      ASSERT_EQ(kept.cache.max_len, p.cache_slots) << what;
+      const std::string cut = what + " (" + std::to_string(kept.stats.compactions) + " cuts)";
+      std::printf("[keep_cache] %-30s %s\n", ref_->name.c_str(), cut.c_str());
+      quartet::KVCache fresh = model->make_cache(prompt.size(0), kept.cache.max_len);
+      {
+        torch::NoGradGuard no_grad;
+        (void)model->next_token_logits(prompt, prompt_mask, &fresh);
+      }
+      for (size_t l = 0; l < fresh.k.size(); ++l) {
+        EXPECT_TRUE(torch::equal(kept.cache.k[l].narrow(2, 0, T), fresh.k[l].narrow(2, 0, T))) << cut << ", layer " << l;
+        EXPECT_TRUE(torch::equal(kept.cache.v[l].narrow(2, 0, T), fresh.v[l].narrow(2, 0, T))) << cut << ", layer " << l;
+      }
       if (dtype == torch::kFloat32 && !with_stops) {
         auto first = graphed.tokens.slice(1, T, T + kNewTokens).to(torch::kCPU);
         EXPECT_TRUE(torch::equal(first, hf)) << "fp32 graphs vs HF:\n" << first << "\n" << hf;
