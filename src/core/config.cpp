@@ -105,7 +105,7 @@ const po::options_description& deck_schema() {
       ("rollout.top_k", po::value<int>()->default_value(ro.top_k), "sample from the k likeliest tokens (count; 0 = off)")
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
       ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops")
-      ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding)");
+      ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding, which in bf16 leans towards the sampler's: a KL of about 2e-4 a token where actor and reference are equal)");
     return d;
   }();
   return schema;
