@@ -242,6 +242,32 @@ TEST(MemoryPlan, SamplesPerPromptMultiplyTheRollouts) {
   }
 }
 
+// rollout.reuse_prompt_cache: the actor's old log-probs run in the generate phase beside the
+// kept cache, over the answers; that phase grows by the answers' logits and activations where
+// they are larger than the prompt pass's, and nothing else moves.
+TEST(MemoryPlan, ReusingThePromptCacheCountsTheAnswersPassInGenerate) {
+  const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\nvocab = 5000\n";
+  auto plan = [&](bool reuse) {
+    return make_memory_plan(parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n", "", sizes),
+                                  {"rollout.max_prompt_tokens=32", "rollout.max_new_tokens=96",
+                                   std::string("rollout.reuse_prompt_cache=") + (reuse ? "true" : "false")}),
+                            4);
+  };
+  const MemoryPlan off = plan(false), on = plan(true);
+  const RolePlan &a = role_plan(off, 0, Role::actor), &b = role_plan(on, 0, Role::actor);
+  ASSERT_EQ(a.phases.size(), b.phases.size());
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    if (a.phases[i].name == "generate")
+      EXPECT_GT(b.phases[i].device_bytes(), a.phases[i].device_bytes());
+    else
+      EXPECT_EQ(b.phases[i].device_bytes(), a.phases[i].device_bytes()) << a.phases[i].name;
+  }
+  for (Role role : {Role::critic, Role::reference, Role::reward}) {
+    const int rank = role == Role::critic ? 1 : role == Role::reference ? 2 : 3;
+    EXPECT_EQ(role_plan(on, rank, role).peak, role_plan(off, rank, role).peak) << role_name(role);
+  }
+}
+
 // reshard_after_forward = false keeps every block gathered through a training step: the train
 // phase's gathered term grows from two blocks to all of them, nothing else moves; and a plan
 // that no longer fits says to set it back to true.
