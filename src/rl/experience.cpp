@@ -12,7 +12,6 @@
 
 namespace quartet {
 
-
 int64_t bucketed_actions(int64_t prompt_len, int64_t actions, int64_t max_width) {
   if (max_width <= 0) return actions;
   const int64_t m = kRolloutWidthMultiple, width = (prompt_len + actions + m - 1) / m * m;

@@ -71,9 +71,9 @@ struct Generation {
   torch::Tensor attention_mask;  // [B, T + N]: 1 for prompt and generated tokens up to the stop
   torch::Tensor new_lengths;     // [B]: generated tokens per sequence, the stop token included
   GenerationStats stats;
-  // keep_cache only: max_len max(T + N, cache_slots), slots [0, T) holding each row's prompt as the prompt's
-  // forward pass wrote them, length T; later slots are the decoder's scratch. Undefined
-  // tensors (no layers) otherwise, or when nothing was generated.
+  // keep_cache only: max_len max(T + N, cache_slots), length T, slots [0, T) holding each
+  // row's prompt as the prompt's forward pass wrote them; later slots are the decoder's
+  // scratch. No layers otherwise, or when nothing was generated.
   KVCache cache;
 };
 
