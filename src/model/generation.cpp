@@ -152,13 +152,11 @@ void flush(const DecodeState& st, torch::Tensor& tokens, torch::Tensor& mask, to
 }
 
 // The live rows to the front, the batch cut to `rows` (finished rows' results were flushed).
-// every_row: all rows of the state move, the finished ones behind the live ones, so that each
-// keeps its prompt's cache slots (keep_cache); else only the first `rows` are written.
+// every_row: the batch's rows are permuted, the finished ones behind the live ones, so that
+// each keeps its prompt's cache slots (keep_cache; rows cut off before stay where they are);
+// else only the first `rows` are written.
 void compact(DecodeState& st, int64_t rows, bool every_row) {
   auto order = torch::argsort(st.done.narrow(0, 0, st.rows).to(torch::kInt), /*stable=*/true);
-  const int64_t all = st.row_of.size(0);
-  if (every_row && st.rows < all)  // rows cut off before stay where they are
-    order = torch::cat({order, torch::arange(st.rows, all, order.options())});
   auto keep = every_row ? order : order.narrow(0, 0, rows);
   const int64_t moved = keep.size(0);
   for (torch::Tensor* t : {&st.tok, &st.pos, &st.key_valid, &st.done, &st.lengths, &st.hist, &st.hist_mask,
