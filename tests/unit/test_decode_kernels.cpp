@@ -35,7 +35,8 @@ class DecodeKernels : public ::testing::TestWithParam<torch::Dtype> {
 };
 
 TEST_P(DecodeKernels, SiluMulSameBitsAsAten) {
-  for (int64_t I : {1, 37, 5632}) {
+  // 5632 and 8 take the 16-byte kernel, 1, 37 and 4 (in bfloat16) the scalar one.
+  for (int64_t I : {1, 4, 8, 37, 5632}) {
     auto gate_up = torch::randn({5, 1, 2 * I}, torch::TensorOptions().dtype(dtype()).device(kCuda)) * 4;
     auto expected = torch::silu(gate_up.narrow(-1, 0, I)) * gate_up.narrow(-1, I, I);
     auto got = quartet::silu_mul(gate_up);
