@@ -198,8 +198,8 @@ struct Step {
   // negated, and the index that swaps the halves, so that queries and keys rotate together
   // as x cos + x[swap] sin_signed (the same products and sum as rotate_half, so the same bits).
   torch::Tensor sin_signed, swap_halves;
-  // decode_step, Llama with the decode kernels: blocks pass the residual stream and their MLP's
-  // output on unsummed (BlockImpl::forward_carried).
+  // Llama with the decode kernels and no gradients (decode_step, hidden_states): blocks pass the
+  // residual stream and their MLP's output on unsummed (BlockImpl::forward_carried).
   bool carry = false;
 };
 
@@ -472,35 +472,22 @@ class MlpImpl : public torch::nn::Module {
   // decode: a decoding step, which multiplies gate and up at once where their weights lie
   // back to back (see AttentionImpl::decode_fused).
   torch::Tensor forward(const torch::Tensor& x, bool decode = false) {
-    if (c_.family == Family::llama) {
-      if (decode && !torch::GradMode::is_enabled() && !gate_->bias.defined()) {
-        auto w = adjacent_rows({gate_->weight, up_->weight});
-        if (w.defined()) {
-          auto gate_up = torch::linear(x, w);
-          if ((c_.activation == "silu" || c_.activation == "swish") && decode_kernels_for(gate_up))
-            return down_(silu_mul(gate_up));
-          const int64_t i = c_.intermediate_size;
-          return down_(activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i));
-        }
-      }
-      if (c_.activation == "silu" || c_.activation == "swish") {
-        if (x.is_cuda() && !gate_->bias.defined() && swiglu_kernel_enabled() && packed_products_enabled()) {
-          // Gate and up from one product, SwiGLU on it as it lies (model/packed_linear.hpp).
-          auto gate_up = packed_linear(x, {gate_->weight, up_->weight}, /*split=*/false);
-          if (!gate_up.empty()) {
-            if (swiglu_packed_supports(gate_up[0])) return down_(swiglu_packed(gate_up[0]));
-            const int64_t i = c_.intermediate_size;
-            return down_(torch::silu(gate_up[0].narrow(-1, 0, i)) * gate_up[0].narrow(-1, i, i));
-          }
-        }
-        auto gate = gate_(x), up = up_(x);
-        if (swiglu_kernel_supports(gate, up)) return down_(swiglu(gate, up));
-        return down_(torch::silu(gate) * up);
-      }
-      return down_(activate(c_.activation, gate_(x)) * up_(x));
-    }
+    if (c_.family == Family::llama) return down_(llama_activation(x, decode));
     if (c_.family == Family::gpt2) return c_proj_(activate(c_.activation, c_fc_(x)));
     return down_(activate(c_.activation, up_(x)));
+  }
+  // forward() written into out (contiguous, shaped like x): Llama's down projection multiplies
+  // straight into it, the same product as forward's, so the same bits.
+  void forward_into(const torch::Tensor& x, const torch::Tensor& out, bool decode) {
+    if (decode) return decode_into(x, out);
+    if (c_.family == Family::llama && !down_->bias.defined()) {
+      const int64_t rows = x.numel() / x.size(-1);
+      auto act = llama_activation(x, false);
+      auto dst = out.view({rows, -1});
+      at::mm_out(dst, act.reshape({rows, -1}), down_->weight.t());
+      return;
+    }
+    out.copy_(forward(x, decode));
   }
   // A decoding step's MLP written into out (contiguous, [B, 1, H] like x): Llama's down
   // projection multiplies straight into it, so the residual add can wait for the next block's
@@ -520,6 +507,36 @@ class MlpImpl : public torch::nn::Module {
   }
 
  private:
+  // What Llama's down projection multiplies: act(gate(x)) * up(x), gate and up from one
+  // product where their weights lie back to back.
+  torch::Tensor llama_activation(const torch::Tensor& x, bool decode) {
+    if (decode && !torch::GradMode::is_enabled() && !gate_->bias.defined()) {
+      auto w = adjacent_rows({gate_->weight, up_->weight});
+      if (w.defined()) {
+        auto gate_up = torch::linear(x, w);
+        if ((c_.activation == "silu" || c_.activation == "swish") && decode_kernels_for(gate_up))
+          return silu_mul(gate_up);
+        const int64_t i = c_.intermediate_size;
+        return activate(c_.activation, gate_up.narrow(-1, 0, i)) * gate_up.narrow(-1, i, i);
+      }
+    }
+    if (c_.activation == "silu" || c_.activation == "swish") {
+      if (x.is_cuda() && !gate_->bias.defined() && swiglu_kernel_enabled() && packed_products_enabled()) {
+        // Gate and up from one product, SwiGLU on it as it lies (model/packed_linear.hpp).
+        auto gate_up = packed_linear(x, {gate_->weight, up_->weight}, /*split=*/false);
+        if (!gate_up.empty()) {
+          if (swiglu_packed_supports(gate_up[0])) return swiglu_packed(gate_up[0]);
+          const int64_t i = c_.intermediate_size;
+          return torch::silu(gate_up[0].narrow(-1, 0, i)) * gate_up[0].narrow(-1, i, i);
+        }
+      }
+      auto gate = gate_(x), up = up_(x);
+      if (swiglu_kernel_supports(gate, up)) return swiglu(gate, up);
+      return torch::silu(gate) * up;
+    }
+    return activate(c_.activation, gate_(x)) * up_(x);
+  }
+
   ModelConfig c_;
   Dense gate_{nullptr}, up_{nullptr}, down_{nullptr};
   Conv1D c_fc_{nullptr}, c_proj_{nullptr};
@@ -579,9 +596,9 @@ class BlockImpl : public torch::nn::Module {
     return y + mlp_->forward(ln2_(y), decode);
   }
 
-  // A Llama decoding step with the decode kernels (Step::carry): x is the embeddings [B, 1, H]
-  // (first block) or what the block before returned, [2, B, 1, H]: the residual stream before
-  // its MLP, and the MLP's output. Each residual add is fused with the RMSNorm that follows it
+  // A Llama block without gradients, with the decode kernels (Step::carry): x is the embeddings
+  // [B, T, H] (first block) or what the block before returned, [2, B, T, H]: the residual stream
+  // before its MLP, and the MLP's output. Each residual add is fused with the RMSNorm that follows it
   // (this block's two, and the next block's or the final norm for the MLP's): the same sums as
   // x + a, the norms equal to rounding (model/decode_kernels.hpp), two kernels a block fewer.
   torch::Tensor forward_carried(const torch::Tensor& x, const Step& s, int64_t layer) {
@@ -595,11 +612,11 @@ class BlockImpl : public torch::nn::Module {
     auto a = attn_(h, s, layer);
     auto out = torch::empty({2, residual.size(0), residual.size(1), residual.size(2)}, residual.options());
     auto h2 = add_rms_norm(residual, a, ln2_->weight, c_.norm_eps, out[0]).second;
-    mlp_->decode_into(h2, out[1]);
+    mlp_->forward_into(h2, out[1], /*decode=*/s.slot.defined());
     return out;
   }
 
-  // Whether decode_step may carry the residual stream as forward_carried does.
+  // Whether decode_step and hidden_states may carry the residual stream as forward_carried does.
   bool can_carry(const torch::Tensor& x) {
     return c_.family == Family::llama && !c_.parallel_residual && decode_kernels_for(x) &&
            !torch::GradMode::is_enabled() && ln1_->weight.scalar_type() == x.scalar_type() &&
@@ -855,6 +872,14 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   }
 
   const bool recompute = impl_->checkpointing && !cache && torch::GradMode::is_enabled();
+  // Without gradients (scoring, the prompt's pass, the old log-probs), Llama blocks carry the
+  // residual stream as decoding does (BlockImpl::forward_carried): each residual add fused with
+  // the RMSNorm after it, one pass over the activations instead of two.
+  Norm final_norm = impl_->base->norm;
+  step.carry = !recompute && x.is_contiguous() && final_norm->weight.scalar_type() == x.scalar_type() &&
+               final_norm->weight.is_contiguous() &&
+               std::all_of(impl_->base->blocks.begin(), impl_->base->blocks.end(),
+                           [&](Block b) { return b->can_carry(x); });
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
     if (impl_->runner) {
@@ -869,7 +894,8 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
     }
   }
   if (cache) cache->length = S;
-  x = impl_->base->norm(x);
+  // Carried: the last block's MLP output is added inside the final norm.
+  x = step.carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second : final_norm(x);
   if (unshift.defined()) x = x.gather(1, unshift.expand({B, T, x.size(-1)}));  // the caller's positions
   return x;
 }
