@@ -18,7 +18,6 @@
 #include "quartet/core/check.hpp"
 #include "quartet/model/checkpointing.hpp"
 #include "quartet/model/decode_kernels.hpp"
-#include "quartet/model/norm_kernel.hpp"
 #include "quartet/model/rotary.hpp"
 #include "quartet/model/packed_linear.hpp"
 #include "quartet/model/swiglu_kernel.hpp"
@@ -591,12 +590,6 @@ class BlockImpl : public torch::nn::Module {
         ln2_->weight.scalar_type() == x.scalar_type()) {
       // The residual add and the RMSNorm after it in one kernel.
       auto [y, h] = add_rms_norm(x, a, ln2_->weight, c_.norm_eps);
-      return y + mlp_->forward(h, decode);
-    }
-    if (!decode && c_.family == Family::llama && torch::GradMode::is_enabled() &&
-        add_rms_norm_trainable_supports(x, a, ln2_->weight)) {
-      // Training: the same in one kernel each way (model/norm_kernel.hpp).
-      auto [y, h] = add_rms_norm_trainable(x, a, ln2_->weight, c_.norm_eps);
       return y + mlp_->forward(h, decode);
     }
     auto y = x + a;
