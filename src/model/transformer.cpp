@@ -477,33 +477,17 @@ class MlpImpl : public torch::nn::Module {
     return down_(activate(c_.activation, up_(x)));
   }
   // forward() written into out (contiguous, shaped like x): Llama's down projection multiplies
-  // straight into it, the same product as forward's, so the same bits.
+  // straight into it (the same product as forward's), so the residual add can wait for the next
+  // block's RMSNorm (BlockImpl::forward_carried).
   void forward_into(const torch::Tensor& x, const torch::Tensor& out, bool decode) {
-    if (decode) return decode_into(x, out);
     if (c_.family == Family::llama && !down_->bias.defined()) {
       const int64_t rows = x.numel() / x.size(-1);
-      auto act = llama_activation(x, false);
+      auto act = llama_activation(x, decode);
       auto dst = out.view({rows, -1});
       at::mm_out(dst, act.reshape({rows, -1}), down_->weight.t());
       return;
     }
     out.copy_(forward(x, decode));
-  }
-  // A decoding step's MLP written into out (contiguous, [B, 1, H] like x): Llama's down
-  // projection multiplies straight into it, so the residual add can wait for the next block's
-  // RMSNorm (BlockImpl::forward_carried).
-  void decode_into(const torch::Tensor& x, const torch::Tensor& out) {
-    const int64_t B = x.numel() / x.size(-1);
-    if (c_.family == Family::llama && !down_->bias.defined() && (c_.activation == "silu" || c_.activation == "swish")) {
-      auto w = gate_->bias.defined() ? torch::Tensor() : adjacent_rows({gate_->weight, up_->weight});
-      if (w.defined() && decode_kernels_for(x)) {
-        auto act = silu_mul(torch::linear(x, w));
-        auto rows = out.view({B, -1});
-        at::mm_out(rows, act.view({B, -1}), down_->weight.t());
-        return;
-      }
-    }
-    out.copy_(forward(x, /*decode=*/true));
   }
 
  private:
@@ -724,6 +708,23 @@ struct TransformerImpl::Impl {
   BlockRunner runner;
 };
 
+namespace {
+
+// Whether every block and the final norm may carry the residual stream (BlockImpl::forward_carried):
+// decode_step, and hidden_states without gradients.
+bool can_carry(const Base& base, const torch::Tensor& x) {
+  const auto& w = base->norm->weight;
+  return x.is_contiguous() && w.scalar_type() == x.scalar_type() && w.is_contiguous() &&
+         std::all_of(base->blocks.begin(), base->blocks.end(), [&](Block b) { return b->can_carry(x); });
+}
+
+// The final norm; carried, the last block's MLP output is added inside it.
+torch::Tensor final_norm(Base& base, const torch::Tensor& x, bool carry, double eps) {
+  return carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], base->norm->weight, eps).second : base->norm(x);
+}
+
+}  // namespace
+
 TransformerImpl::TransformerImpl(const ModelConfig& config, Head head)
     : TransformerImpl(config, head, torch::TensorOptions(), true) {}
 
@@ -875,11 +876,7 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   // Without gradients (scoring, the prompt's pass, the old log-probs), Llama blocks carry the
   // residual stream as decoding does (BlockImpl::forward_carried): each residual add fused with
   // the RMSNorm after it, one pass over the activations instead of two.
-  Norm final_norm = impl_->base->norm;
-  step.carry = !recompute && x.is_contiguous() && final_norm->weight.scalar_type() == x.scalar_type() &&
-               final_norm->weight.is_contiguous() &&
-               std::all_of(impl_->base->blocks.begin(), impl_->base->blocks.end(),
-                           [&](Block b) { return b->can_carry(x); });
+  step.carry = !recompute && can_carry(impl_->base, x);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
     if (impl_->runner) {
@@ -894,8 +891,7 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
     }
   }
   if (cache) cache->length = S;
-  // Carried: the last block's MLP output is added inside the final norm.
-  x = step.carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second : final_norm(x);
+  x = final_norm(impl_->base, x, step.carry, c.norm_eps);
   if (unshift.defined()) x = x.gather(1, unshift.expand({B, T, x.size(-1)}));  // the caller's positions
   return x;
 }
@@ -967,11 +963,7 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       step.sin_signed = torch::cat({-step.sin.narrow(-1, 0, half), step.sin.narrow(-1, half, half)}, -1);
     }
   }
-  Norm final_norm = impl_->base->norm;
-  step.carry = x.is_contiguous() && final_norm->weight.scalar_type() == x.scalar_type() &&
-               final_norm->weight.is_contiguous() &&
-               std::all_of(impl_->base->blocks.begin(), impl_->base->blocks.end(),
-                           [&](Block b) { return b->can_carry(x); });
+  step.carry = can_carry(impl_->base, x);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     Block block = impl_->base->blocks[static_cast<size_t>(i)];
     if (impl_->runner) {
@@ -981,8 +973,7 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
       x = block->forward(x, step, i);
     }
   }
-  // Carried: the last block's MLP output is added inside the final norm.
-  x = step.carry && x.dim() == 4 ? add_rms_norm(x[0], x[1], final_norm->weight, c.norm_eps).second : final_norm(x);
+  x = final_norm(impl_->base, x, step.carry, c.norm_eps);
   return head_output(x, torch::Tensor()).view({B, -1});
 }
 
