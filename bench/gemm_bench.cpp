@@ -1,10 +1,8 @@
 // Decode-shaped matrix products on one GPU: a few rows (the decoding batch) times a weight read
 // once from HBM, as a decoding step runs them. For each shape it times ATen's linear (cuBLAS with
 // its default heuristic: what decode_step runs today) and every algorithm cuBLASLt's heuristic
-// offers for the same product (split-K sums in float32 or none), and quartet's decode_product
-// kernel (model/decode_product.hpp) with the K splits it chooses and with each other count, and
-// prints each against the bandwidth floor. Every timing replays a CUDA graph of the calls, as
-// decoding does.
+// offers for the same product (split-K sums in float32 or none), and prints the best against the
+// bandwidth floor. Every timing replays a CUDA graph of the calls, as decoding does.
 //   build/bench/gemm_bench [--config inputs/models/llama-886m/config.json] [--rows 64,32]
 //        [--algos 32] [--calls 200]
 // The weights rotate through copies that together exceed the L2 cache (50 MB on an H200), so
@@ -14,12 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <iomanip>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "quartet/model/decode_product.hpp"
 #include "quartet/model/model_config.hpp"
 
 #ifdef QUARTET_WITH_CUDA
@@ -155,10 +151,8 @@ int main(int argc, char** argv) {
   const size_t ws_bytes = 32u << 20;
   auto ws = torch::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(torch::kUInt8));
   std::printf("| rows | product | N x K | weight MB | ATen us | ATen TB/s | best Lt us | best Lt TB/s | Lt candidates "
-              "| best algorithm | max |diff| | quartet us (splits) | quartet TB/s | quartet by splits us | quartet "
-              "max |diff| |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|\n");
-  const bool own = decode_product_supports(torch::zeros({64, 64}, opts), torch::zeros({8, 64}, opts));
-  double aten_sum = 0, best_sum = 0, own_sum = 0;
+              "| best algorithm | max |diff| |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n");
+  double aten_sum = 0, best_sum = 0;
   for (int64_t M : a.rows) {
     for (const auto& s : shapes) {
       const double bytes = 2.0 * static_cast<double>(s.n * s.k);
@@ -191,31 +185,12 @@ int main(int argc, char** argv) {
       }
       aten_sum += aten;
       best_sum += best;
-      // quartet's kernel: the chosen split count, then every count (for the choice's heuristic).
-      double chosen = 0, own_diff = 0;
-      int chosen_splits = 0;
-      std::ostringstream by_splits;
-      if (own) {
-        chosen_splits = decode_product_splits(s.n, s.k);
-        auto product = [&](int splits) {
-          return bench::graph_us(
-              [&](int i) { decode_product(x, w[static_cast<size_t>(i % copies)], out, splits); }, a.calls);
-        };
-        chosen = product(0);
-        own_sum += chosen;
-        by_splits << std::fixed << std::setprecision(1);
-        for (int splits : {1, 2, 3, 4, 6, 8}) by_splits << (splits > 1 ? " " : "") << splits << ":" << product(splits);
-        own_diff = (decode_product(x, w[0]).to(torch::kFloat32) - reference).abs().max().item<double>();
-      }
-      std::printf("| %ld | %s | %ld x %ld | %.1f | %.1f | %.2f | %.1f | %.2f | %zu | %s | %.2g | %.1f (%d) | %.2f | %s | "
-                  "%.2g |\n",
+      std::printf("| %ld | %s | %ld x %ld | %.1f | %.1f | %.2f | %.1f | %.2f | %zu | %s | %.2g |\n",
                   static_cast<long>(M), s.name, static_cast<long>(s.n), static_cast<long>(s.k), bytes / 1e6, aten,
-                  bytes / aten / 1e6, best, bytes / best / 1e6, cands.size(), best_name.c_str(), best_diff, chosen,
-                  chosen_splits, own ? bytes / chosen / 1e6 : 0.0, by_splits.str().c_str(), own_diff);
+                  bytes / aten / 1e6, best, bytes / best / 1e6, cands.size(), best_name.c_str(), best_diff);
     }
   }
-  std::printf("\nsum over the table: ATen %.1f us, best Lt %.1f us, quartet %.1f us%s\n", aten_sum, best_sum, own_sum,
-              own ? "" : " (this GPU takes no decode products)");
+  std::printf("\nsum over the table: ATen %.1f us, best Lt %.1f us\n", aten_sum, best_sum);
   std::printf("floor at %.1f TB/s is the weight's bytes over the time; the x rows and the output are < 1%%.\n",
               kHbmBytesPerS / 1e12);
   return 0;

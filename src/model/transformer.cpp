@@ -18,7 +18,6 @@
 #include "quartet/core/check.hpp"
 #include "quartet/model/checkpointing.hpp"
 #include "quartet/model/decode_kernels.hpp"
-#include "quartet/model/decode_product.hpp"
 #include "quartet/model/rotary.hpp"
 #include "quartet/model/packed_linear.hpp"
 #include "quartet/model/swiglu_kernel.hpp"
@@ -170,18 +169,6 @@ bool decode_kernels_for(const torch::Tensor& x) {
          (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32);
 }
 
-// A decoding step's product x w^T without a bias: quartet's kernel where it takes the shape
-// (model/decode_product.hpp: bfloat16, at most 64 rows), else ATen's. Into out (a [rows, N]
-// view) where defined.
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& out = {}) {
-  if (decode_kernels_for(x) && decode_product_enabled() && decode_product_supports(x, w, out))
-    return decode_product(x, w, out);
-  if (!out.defined()) return torch::linear(x, w);
-  auto rows = out;
-  at::mm_out(rows, x.view({out.size(0), -1}), w.t());
-  return out;
-}
-
 torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
   if (act == "silu" || act == "swish") return torch::silu(x);
   if (act == "gelu") return torch::gelu(x);
@@ -322,12 +309,7 @@ class AttentionImpl : public torch::nn::Module {
   }
 
  private:
-  // decode: a decoding step's, through decode_linear where there is no bias.
-  torch::Tensor project_out(const torch::Tensor& out, bool decode = false) {
-    if (c_.family == Family::gpt2) return c_proj_(out);
-    if (decode && !o_->bias.defined()) return decode_linear(out, o_->weight);
-    return o_(out);
-  }
+  torch::Tensor project_out(const torch::Tensor& out) { return c_.family == Family::gpt2 ? c_proj_(out) : o_(out); }
 
   // One decoding step (x [B, 1, hidden]). A step moves little data per kernel, so its time is
   // mostly kernel count: where the projections' weights lie back to back (packed or sharded
@@ -350,14 +332,14 @@ class AttentionImpl : public torch::nn::Module {
     if (c_.family == Family::llama && s.sin_signed.defined() && decode_kernels_for(x)) {
       // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
       // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
-      auto qkv = decode_linear(x, w).view({B, (nh + 2 * nkv) * hd});
+      auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
       if (decode_qkv_fused_enabled() && decode_attention_uses_kernel(qkv.scalar_type(), nh / nkv, hd) &&
           attend_decode_qkv_supports(qkv.scalar_type(), nh / nkv, hd)) {
         // That kernel and the attention's in one launch: the same bits (model/decode_kernels.hpp).
         auto out = attend_decode_qkv(qkv, s.cos, s.sin_signed, s.slot, s.cache->k[static_cast<size_t>(layer)],
                                      s.cache->v[static_cast<size_t>(layer)], step_bias(s, layer), s.span,
                                      decode_scale(), nh, nkv);
-        return project_out(out.view({B, 1, nh * hd}), /*decode=*/true);
+        return project_out(out.view({B, 1, nh * hd}));
       }
       auto q = torch::empty({B, nh, hd}, qkv.options());
       qkv_to_cache(qkv, s.cos, s.sin_signed, s.slot, q, s.cache->k[static_cast<size_t>(layer)],
@@ -365,7 +347,7 @@ class AttentionImpl : public torch::nn::Module {
       return attend_cached(q.view({B * nkv, nh / nkv, hd}), B, s, layer);
     }
     // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
-    auto heads = decode_linear(x, w).view({B, nh + 2 * nkv, 1, hd});
+    auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
     torch::Tensor q, k;
     auto v = heads.narrow(1, v_at, nkv);
     if (s.sin_signed.defined() && k_at == q_at + nh) {
@@ -422,7 +404,7 @@ class AttentionImpl : public torch::nn::Module {
       // The slots after this step's (s.slot) are masked for every row and not read.
       auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
                                s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, 0, nullptr, s.slot);
-      return project_out(out.view({B, 1, nh * hd}), /*decode=*/true);
+      return project_out(out.view({B, 1, nh * hd}));
     }
     auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
     auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
@@ -454,7 +436,7 @@ class AttentionImpl : public torch::nn::Module {
     }
     probs = probs.to(values.scalar_type());
     auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
-    return project_out(out.to(dtype).reshape({B, 1, nh * hd}), /*decode=*/true);
+    return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
   }
 
   ModelConfig c_;
@@ -490,10 +472,7 @@ class MlpImpl : public torch::nn::Module {
   // decode: a decoding step, which multiplies gate and up at once where their weights lie
   // back to back (see AttentionImpl::decode_fused).
   torch::Tensor forward(const torch::Tensor& x, bool decode = false) {
-    if (c_.family == Family::llama) {
-      if (decode && !down_->bias.defined()) return decode_linear(llama_activation(x, decode), down_->weight);
-      return down_(llama_activation(x, decode));
-    }
+    if (c_.family == Family::llama) return down_(llama_activation(x, decode));
     if (c_.family == Family::gpt2) return c_proj_(activate(c_.activation, c_fc_(x)));
     return down_(activate(c_.activation, up_(x)));
   }
@@ -505,11 +484,7 @@ class MlpImpl : public torch::nn::Module {
       const int64_t rows = x.numel() / x.size(-1);
       auto act = llama_activation(x, decode);
       auto dst = out.view({rows, -1});
-      if (decode) {
-        decode_linear(act.reshape({rows, -1}), down_->weight, dst);
-      } else {
-        at::mm_out(dst, act.reshape({rows, -1}), down_->weight.t());
-      }
+      at::mm_out(dst, act.reshape({rows, -1}), down_->weight.t());
       return;
     }
     out.copy_(forward(x, decode));
@@ -522,7 +497,7 @@ class MlpImpl : public torch::nn::Module {
     if (decode && !torch::GradMode::is_enabled() && !gate_->bias.defined()) {
       auto w = adjacent_rows({gate_->weight, up_->weight});
       if (w.defined()) {
-        auto gate_up = decode_linear(x, w);
+        auto gate_up = torch::linear(x, w);
         if ((c_.activation == "silu" || c_.activation == "swish") && decode_kernels_for(gate_up))
           return silu_mul(gate_up);
         const int64_t i = c_.intermediate_size;
@@ -999,9 +974,6 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& ids, const torch
     }
   }
   x = final_norm(impl_->base, x, step.carry, c.norm_eps);
-  const auto& lm_head = impl_->head;
-  if (head_ == Head::causal_lm && (lm_head.is_empty() || !lm_head->bias.defined()))
-    return decode_linear(x, config_.tie_word_embeddings ? impl_->base->embed->weight : lm_head->weight).view({B, -1});
   return head_output(x, torch::Tensor()).view({B, -1});
 }
 

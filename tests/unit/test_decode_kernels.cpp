@@ -16,13 +16,6 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/decode_kernels.hpp"
-#include "quartet/model/decode_product.hpp"
-
-#ifdef QUARTET_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace {
 
@@ -357,115 +350,6 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   EXPECT_THROW(quartet::advance_decode(l, b.to(torch::kLong), h, h, l, l, torch::Tensor(), l.narrow(0, 0, 1),
                                        torch::Tensor(), torch::Tensor(), 0),
                std::exception);  // done must be bool
-}
-
-// The decoding step's products (model/decode_product.hpp), for K split into `splits` slices
-// (the parameter; 0: the kernel's own choice) on random bfloat16 rows and weights.
-class DecodeProduct : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(quartet::decode_kernels_enabled()) << "this CUDA build has no decode kernels (no CUDA compiler?)";
-    torch::manual_seed(99);
-  }
-  static torch::TensorOptions bf16() { return torch::TensorOptions().dtype(torch::kBFloat16).device(kCuda); }
-};
-
-// Against float64: each output within half a unit of bfloat16 (its one rounding) plus 1e-5 of
-// sum |x| |w| (float32 sums). Losing or repeating one 64-wide chunk of K, a row or a column
-// misses by far more. Shapes: the 886M model's products at 64 rows, rows and columns that fill
-// no tile, K that fills no chunk, and K shorter than the splits (empty slices add zeros).
-TEST_P(DecodeProduct, MatchesFloat64WithinRounding) {
-  ASSERT_TRUE(quartet::decode_product_supports(torch::zeros({64, 2048}, bf16()), torch::zeros({8, 2048}, bf16())))
-      << "this GPU takes no decode products (compute capability below 9?)";
-  struct Shape {
-    int64_t m, n, k;
-  };
-  for (const Shape& s : std::vector<Shape>{{64, 4096, 2048},
-                                           {64, 2048, 2048},
-                                           {64, 11264, 2048},
-                                           {64, 2048, 5632},
-                                           {64, 32000, 2048},
-                                           {1, 37, 8},
-                                           {5, 300, 72},
-                                           {33, 1000, 200},
-                                           {17, 129, 136},
-                                           {64, 130, 24}}) {
-    auto x = torch::randn({s.m, 1, s.k}, bf16());
-    auto w = torch::randn({s.n, s.k}, bf16()) * 0.05;
-    auto got = quartet::decode_product(x, w, {}, GetParam());
-    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{s.m, 1, s.n}));
-    auto xd = x.view({s.m, s.k}).to(torch::kDouble), wd = w.to(torch::kDouble);
-    auto exact = torch::mm(xd, wd.t());
-    auto bound = exact.abs() * std::ldexp(1.0, -8) + 1e-5 * torch::mm(xd.abs(), wd.abs().t());
-    auto excess = (got.view({s.m, s.n}).to(torch::kDouble) - exact).abs() - bound;
-    EXPECT_LE(excess.max().item<double>(), 0.0)
-        << s.m << " x " << s.n << " x " << s.k << ", splits " << GetParam() << ": "
-        << (excess > 0).sum().item<int64_t>() << " outputs beyond rounding";
-  }
-}
-
-// One shape, one GPU: the same bits on every call, and in a CUDA graph's replay; only the
-// output's rows and columns are written.
-TEST_P(DecodeProduct, SameBitsEveryCallAndInAGraph) {
-#ifdef QUARTET_WITH_CUDA
-  auto x = torch::randn({48, 2048}, bf16());
-  auto w = torch::randn({3000, 2048}, bf16()) * 0.05;
-  const auto first = quartet::decode_product(x, w, {}, GetParam());
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(quartet::decode_product(x, w, {}, GetParam()), first));
-  // Into a wider buffer's first 3000 columns (rows of 3008): the rest keeps its sentinel.
-  auto buffer = torch::full({48, 3008}, 7.0, bf16());
-  auto into = buffer.narrow(1, 0, 3000);
-  auto stream = c10::cuda::getStreamFromPool(false, 0);
-  at::cuda::CUDAGraph graph;
-  {
-    c10::cuda::CUDAStreamGuard on(stream);
-    graph.capture_begin();
-    quartet::decode_product(x, w, into, GetParam());
-    graph.capture_end();
-  }
-  EXPECT_TRUE(torch::equal(buffer, torch::full({48, 3008}, 7.0, bf16()))) << "capture ran the product";
-  graph.replay();
-  torch::cuda::synchronize();
-  EXPECT_TRUE(torch::equal(into, first)) << "the graph's replay differs";
-  EXPECT_TRUE(torch::equal(buffer.narrow(1, 3000, 8), torch::full({48, 8}, 7.0, bf16())))
-      << "columns past the output were written";
-#else
-  FAIL() << "a CUDA test in a build without CUDA";
-#endif
-}
-
-INSTANTIATE_TEST_SUITE_P(Splits, DecodeProduct,
-                         ::testing::ValuesIn(torch::cuda::is_available() ? std::vector<int>{0, 1, 2, 3, 8}
-                                                                         : std::vector<int>{}),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return i.param == 0 ? std::string("chosen") : "splits" + std::to_string(i.param);
-                         });
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DecodeProduct);
-
-// What the kernel does not take is not claimed, and refused with a message. The CPU cases run
-// on any machine.
-TEST(DecodeProductRefusals, UnsupportedInputs) {
-  const auto cpu = torch::TensorOptions().dtype(torch::kBFloat16);
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4, 64}, cpu), torch::zeros({8, 64}, cpu)));
-  EXPECT_THROW(quartet::decode_product(torch::zeros({4, 64}, cpu), torch::zeros({8, 64}, cpu)), quartet::Error);
-  if (!torch::cuda::is_available()) return;
-  const auto gpu = cpu.device(kCuda);
-  const auto w = torch::zeros({8, 64}, gpu);
-  EXPECT_TRUE(quartet::decode_product_supports(torch::zeros({4, 64}, gpu), w));
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({65, 64}, gpu), w)) << "more than 64 rows";
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4, 64}, gpu.dtype(torch::kFloat32)), w)) << "float32";
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4, 60}, gpu), torch::zeros({8, 60}, gpu)))
-      << "K not a multiple of 8";
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4, 64}, gpu), torch::zeros({8, 32}, gpu)))
-      << "K differs";
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4, 128}, gpu).narrow(1, 0, 64), w))
-      << "x not contiguous";
-  EXPECT_FALSE(quartet::decode_product_supports(torch::zeros({4 * 64 + 1}, gpu).narrow(0, 1, 4 * 64).view({4, 64}), w))
-      << "x not 16-byte aligned";
-  EXPECT_THROW(quartet::decode_product(torch::zeros({65, 64}, gpu), w), quartet::Error);
-  EXPECT_THROW(quartet::decode_product(torch::zeros({4, 64}, gpu), w, torch::zeros({4, 9}, gpu)), quartet::Error)
-      << "out of the wrong shape";
-  EXPECT_THROW(quartet::decode_product(torch::zeros({4, 64}, gpu), w, {}, 9), quartet::Error) << "9 splits";
 }
 
 // Which decoding steps take the attention kernel: automatic picks the register form's shapes
