@@ -57,6 +57,9 @@ __device__ __forceinline__ void store_vec(T* p, const float* in) {
   }
 }
 
+// Whether a pointer allows the 16-byte vector access above.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // The current device's multiprocessors (132 on an H200), asked once.
 inline int multiprocessors() {
   static const int n = [] {

@@ -148,13 +148,14 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ x, const T* __rest
   }
 }
 
-// SiLU(gate) × up over the fused gate/up product [R, 2I] into [R, I]: each of the two ATen
-// operations' results rounded to T, as torch.silu then mul do (the same bits).
+// SiLU(g) × u, each of the two ATen operations' results rounded to T, as torch.silu then mul
+// do (the same bits).
 template <typename T>
 __device__ __forceinline__ T silu_times(float g, float u) {
   const float s = rounded<T>(g / (1.0f + expf(-g)));
   return store<T>(__fmul_rn(s, u));
 }
+// SiLU(gate) × up over the fused gate/up product [R, 2I] into [R, I], an element a thread.
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t R, int64_t I) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -823,9 +824,8 @@ cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const v
                                 int H, float eps, cudaStream_t stream) {
   constexpr int kMaxVecs = 4;
   const int vec = bf16 ? 8 : 4, nvec = H / vec;
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (H % vec == 0 && nvec <= 1024 * kMaxVecs && aligned(x) && aligned(a) && aligned(w) && aligned(sum) &&
-      aligned(normed)) {
+  if (H % vec == 0 && nvec <= 1024 * kMaxVecs && aligned16(x) && aligned16(a) && aligned16(w) && aligned16(sum) &&
+      aligned16(normed)) {
     // One 16-byte vector per thread where a block holds them all (up to 1024 threads), else
     // up to kMaxVecs each.
     const int threads = std::min(1024, (nvec + 31) / 32 * 32);
@@ -857,8 +857,7 @@ cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const v
 
 cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream) {
   const int threads = 256;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (aligned(gate_up) && aligned(out) && I % (bf16 ? 8 : 4) == 0) {
+  if (aligned16(gate_up) && aligned16(out) && I % (bf16 ? 8 : 4) == 0) {
     // 16 bytes of gate, of up and of the output a thread.
     const int64_t vecs = R * I / (bf16 ? 8 : 4);
     const unsigned blocks = static_cast<unsigned>((vecs + threads - 1) / threads);
@@ -898,8 +897,7 @@ cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const 
   if (g > kMaxGroup || hd > 256) return cudaErrorInvalidValue;
   // Heads of 128 in bfloat16 (16-byte aligned rows) take the register kernel, unless a chunk
   // size asks for the shared-memory one (benchmarks compare the two).
-  const bool aligned = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(v) % 16 == 0 && cache_row % 8 == 0 && cache_head % 8 == 0;
+  const bool aligned = aligned16(q) && aligned16(k) && aligned16(v) && cache_row % 8 == 0 && cache_head % 8 == 0;
   if (warps_path(bf16, g, hd, chunk_bytes) && aligned) {
     if (bias_f32)
       return launch_attend_warps_g<float>(g, q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row,
@@ -929,8 +927,7 @@ cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, c
                               int64_t cache_row, int64_t cache_head, float scale, int max_splits,
                               cudaStream_t stream) {
   const int g = nkv > 0 ? nh / nkv : 0;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned(qkv) || !aligned(k) || !aligned(v) ||
+  if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned16(qkv) || !aligned16(k) || !aligned16(v) ||
       cache_row % 8 != 0 || cache_head % 8 != 0)
     return cudaErrorInvalidValue;
   QkvSource src;
