@@ -9,6 +9,7 @@
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "quartet/dist/selfcheck.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/export_command.hpp"
 #include "quartet/io/inspect_command.hpp"
 #include "quartet/io/sweep_command.hpp"
@@ -111,7 +112,11 @@ int main(int argc, char** argv) {
   int status = 2;
   try {
     auto runtime = quartet::start_runtime(world, cl.operand, cl.overrides);
-    if (runtime) status = command->job(*runtime, cl);
+    if (runtime) {
+      status = command->job(*runtime, cl);
+      // MPI_Finalize waits for every rank, unwatched: a rank that stalls near the end is caught here.
+      quartet::watched::barrier(world.comm(), "the end of " + cl.command);
+    }
   } catch (const std::exception& e) {
     quartet::eprintf_rank("quartet %s: fatal: %s\n", cl.command.c_str(), e.what());
     world.abort(1);

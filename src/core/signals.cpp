@@ -53,12 +53,6 @@ bool install_stop_handlers() {
 
 int stop_requests() { return g_requests; }
 
-int agree_stop_requests(MPI_Comm comm) {
-  int mine = g_requests, all = 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, comm));
-  return all;
-}
-
 const char* first_stop_signal() {
   switch (g_first) {
     case SIGUSR1: return "SIGUSR1";

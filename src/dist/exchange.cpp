@@ -73,6 +73,8 @@ class Transfer {
       h.insert(h.end(), {static_cast<std::int64_t>(t.scalar_type()), t.dim()});
       h.insert(h.end(), t.sizes().begin(), t.sizes().end());
     }
+    // Until a receive below or finish() says more: the sends are posted and may go untaken.
+    if (watch_) watch_->status("waiting for world rank " + std::to_string(peer) + " to take its data", peer);
     MPI_Request r;
     MPI_CHECK(MPI_Isend(h.data(), static_cast<int>(h.size()), MPI_INT64_T, peer, tag_, comm_, &r));
     m.requests.push_back(r);
@@ -91,7 +93,7 @@ class Transfer {
     for (int peer : peers) in.push_back(post_receive(peer));
     std::vector<Batch> got;
     for (auto& m : in) {
-      wait(m, "waiting for data from world rank " + std::to_string(m.peer));
+      wait(m, "waiting for data from world rank " + std::to_string(m.peer), m.peer);
       got.push_back(std::move(m.data));
     }
     return got;
@@ -99,7 +101,7 @@ class Transfer {
 
   void finish() {
     for (auto& m : out_)
-      wait(m, "waiting for world rank " + std::to_string(m.peer) + " to take its data");
+      wait(m, "waiting for world rank " + std::to_string(m.peer) + " to take its data", m.peer);
     out_.clear();
   }
 
@@ -111,14 +113,14 @@ class Transfer {
     std::vector<MPI_Request> requests;
   };
 
-  void wait(Message& m, const std::string& status) {
-    if (watch_) watch_->status(status);
+  void wait(Message& m, const std::string& status, int peer) {
+    if (watch_) watch_->status(status, peer);
     MPI_CHECK(
         MPI_Waitall(static_cast<int>(m.requests.size()), m.requests.data(), MPI_STATUSES_IGNORE));
   }
 
   Message post_receive(int peer) {
-    if (watch_) watch_->status("waiting for the header from world rank " + std::to_string(peer));
+    if (watch_) watch_->status("waiting for the header from world rank " + std::to_string(peer), peer);
     MPI_Message msg;
     MPI_Status st;
     MPI_CHECK(MPI_Mprobe(peer, tag_, comm_, &msg, &st));

@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
 
@@ -13,7 +14,7 @@ std::vector<std::string> gather_text(MPI_Comm comm, const std::string& mine, int
   QUARTET_CHECK(mine.size() < INT_MAX, "gather_text: more than 2 GiB of text from one rank");
   int n = static_cast<int>(mine.size());
   std::vector<int> sizes(static_cast<size_t>(size)), offsets(sizes.size());
-  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm));
+  watched::gather(&n, 1, MPI_INT, sizes.data(), root, comm, "the sizes of the ranks' texts");
   long long total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     offsets[i] = static_cast<int>(total);
@@ -21,8 +22,8 @@ std::vector<std::string> gather_text(MPI_Comm comm, const std::string& mine, int
   }
   QUARTET_CHECK(rank != root || total < INT_MAX, "gather_text: more than 2 GiB of text in all");
   std::string all(rank == root ? static_cast<size_t>(total) : 0, '\0');
-  MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
-                        MPI_CHAR, root, comm));
+  watched::gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), root, comm,
+                   "the ranks' texts");
   std::vector<std::string> out;
   if (rank == root)
     for (size_t i = 0; i < sizes.size(); ++i) out.push_back(all.substr(static_cast<size_t>(offsets[i]), static_cast<size_t>(sizes[i])));

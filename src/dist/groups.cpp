@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
 
@@ -27,8 +28,7 @@ ModelGroups::ModelGroups(const World& world, const Placement& placement,
     auto it = std::find(ranks.begin(), ranks.end(), world.rank());
     if (it != ranks.end()) g->rank = static_cast<int>(it - ranks.begin());
     // Every world rank takes part in every split, in the same order: no deadlock, no mismatch.
-    MPI_CHECK(MPI_Comm_split(world.comm(), g->member() ? 0 : MPI_UNDEFINED, g->rank, &g->comm));
-    if (g->member()) MPI_CHECK(MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN));
+    g->comm = watched::split(world.comm(), g->member() ? 0 : MPI_UNDEFINED, g->rank, "group '" + g->name + "'");
     index_[static_cast<int>(role)] = static_cast<int>(groups_.size());
     groups_.push_back(std::move(g));
   }
@@ -73,8 +73,7 @@ std::vector<RankDevice> gather_devices(const World& world, const torch::Device& 
   mine.gpu = device.is_cuda() ? device.index() : -1;
   std::strncpy(mine.host, world.host().c_str(), sizeof(mine.host) - 1);
   std::vector<Wire> all(static_cast<size_t>(world.size()));
-  MPI_CHECK(MPI_Allgather(&mine, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE,
-                          world.comm()));
+  watched::allgather(&mine, sizeof(Wire), MPI_BYTE, all.data(), world.comm(), "every rank's host and GPU");
   std::vector<RankDevice> out;
   for (const auto& w : all) out.push_back({w.hash, w.host, w.gpu});
   return out;

@@ -109,9 +109,6 @@ class MpiCollectives final : public Collectives {
   }
 
  private:
-  Watchdog::Watch watch(const std::string& what) {
-    return watchdog() ? watchdog()->watch(what) : Watchdog::Watch();
-  }
   static void check_reducible(const torch::Tensor& t, const std::string& what) {
     QUARTET_CHECK(t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf,
                   what + ": the MPI backend cannot reduce " + c10::toString(t.scalar_type()));

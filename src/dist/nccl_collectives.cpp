@@ -5,6 +5,7 @@
 // blocks; the watchdog polls each collective's completion event instead.
 #include "quartet/dist/collectives.hpp"
 #include "quartet/core/check.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 #ifdef QUARTET_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -47,9 +48,8 @@ class NcclCollectives final : public Collectives {
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index())) {
     ncclUniqueId id;
     if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
-    auto w = watchdog ? watchdog->watch("NCCL communicator set-up on group '" + group_name() + "'")
-                      : Watchdog::Watch();
+    watched::bcast(&id, sizeof(id), MPI_BYTE, 0, comm, "the NCCL unique id of group '" + group_name() + "'");
+    auto w = watch("NCCL communicator set-up on group '" + group_name() + "'");
     NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
   }
 
@@ -63,8 +63,7 @@ class NcclCollectives final : public Collectives {
   torch::Device device() const override { return device_; }
 
   void synchronize() override {
-    auto w = watchdog() ? watchdog()->watch("synchronize on group '" + group_name() + "'")
-                        : Watchdog::Watch();
+    auto w = watch("synchronize on group '" + group_name() + "'");
     CUDA_CHECK(cudaStreamSynchronize(stream_.stream()));
   }
 
@@ -129,7 +128,7 @@ class NcclCollectives final : public Collectives {
     {
       // Enqueueing can itself block: NCCL connects peers lazily on first use, which waits for
       // the other ranks. A rank that never joins must be caught here too.
-      auto w = watchdog() ? watchdog()->watch(what + " (enqueue)") : Watchdog::Watch();
+      auto w = watch(what + " (enqueue)");
       enqueue(stream_.stream());
     }
     // The caching allocator must not hand these blocks out again until the collective is done.
@@ -139,10 +138,13 @@ class NcclCollectives final : public Collectives {
     done->record(stream_);
     if (watchdog()) {
       int dev = device_.index();
-      watchdog()->watch_until(what, [done, dev] {
-        cudaSetDevice(dev);  // the watchdog thread polls from its own thread
-        return done->query();
-      });
+      watchdog()->watch_until(
+          what,
+          [done, dev] {
+            cudaSetDevice(dev);  // the watchdog thread polls from its own thread
+            return done->query();
+          },
+          world_ranks());
     }
     if (!defer) {
       done->block(compute);

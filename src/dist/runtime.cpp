@@ -6,6 +6,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
 namespace {
@@ -23,11 +24,8 @@ std::string read_deck_everywhere(const World& world, const std::string& path, st
       text = e.what();
     }
   }
-  long long n = static_cast<long long>(text.size());
-  MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world.comm()));
-  MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, world.comm()));
-  text.resize(static_cast<size_t>(n));
-  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, 0, world.comm()));
+  watched::bcast(&ok, 1, MPI_INT, 0, world.comm(), "whether rank 0 could read the deck");
+  watched::bcast_text(&text, 0, world.comm(), "the deck");
   if (!ok) *error = text;
   return ok ? text : std::string();
 }
@@ -36,6 +34,11 @@ std::string read_deck_everywhere(const World& world, const std::string& path, st
 
 std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& deck_path,
                                        const std::vector<std::string>& overrides) {
+  // The watchdog first, so that start-up's collectives are watched too: under the default
+  // timeout until the deck says otherwise.
+  auto watchdog = std::make_unique<Watchdog>(DistConfig{}.watchdog_timeout, Watchdog::TimeoutHandler{},
+                                             world.watchdog_comm());
+  Watchdog::set_process(watchdog.get());
   std::string read_error;
   std::string text = read_deck_everywhere(world, deck_path, &read_error);
 
@@ -51,6 +54,7 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
     device = select_device(config->dist.device, world.local_rank());
   });
   if (!ok) return nullptr;
+  watchdog->set_timeout(config->dist.watchdog_timeout);
 
   // Step 2, collective: where every rank computes, then the checks that need all of it.
   auto devices = gather_devices(world, device);
@@ -69,7 +73,7 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
 
   auto rt = std::unique_ptr<Runtime>(
       new Runtime{world, std::move(*config), device, std::move(placement), backend, nullptr, nullptr});
-  rt->watchdog = std::make_unique<Watchdog>(rt->config.dist.watchdog_timeout);
+  rt->watchdog = std::move(watchdog);
   rt->groups = std::make_unique<ModelGroups>(world, rt->placement, backend, rt->watchdog.get());
   return rt;
 }

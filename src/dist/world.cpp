@@ -8,6 +8,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
 
@@ -72,6 +73,8 @@ World::World(int* argc, char*** argv) {
   local_rank_ = local_rank_of(host_hashes_, rank_);
   local_size_ = local_size_of(host_hashes_, rank_);
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &exchange_comm_));
+  // The watchdogs' roll call runs from their own threads, which needs MPI_THREAD_MULTIPLE.
+  if (thread_multiple_) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &watchdog_comm_));
   if (!thread_multiple_ && rank_ == 0)
     eprintf_rank("warning: this MPI library does not provide MPI_THREAD_MULTIPLE; the watchdog "
                  "may fail to abort a stalled job from its own thread\n");
@@ -79,6 +82,7 @@ World::World(int* argc, char*** argv) {
 
 World::~World() {
   if (exchange_comm_ != MPI_COMM_NULL) MPI_Comm_free(&exchange_comm_);
+  if (watchdog_comm_ != MPI_COMM_NULL) MPI_Comm_free(&watchdog_comm_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owns_mpi_ && !finalized) MPI_Finalize();
@@ -86,7 +90,7 @@ World::~World() {
 
 bool World::all_ok(bool ok) const {
   int mine = ok ? 1 : 0, all = 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+  watched::allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, "every rank's verdict");
   return all != 0;
 }
 
@@ -100,7 +104,7 @@ bool World::agree(const std::function<void()>& step) const {
   }
   if (all_ok(error.empty())) return true;
   int rank0_failed = rank_ == 0 && !error.empty();
-  MPI_CHECK(MPI_Bcast(&rank0_failed, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  watched::bcast(&rank0_failed, 1, MPI_INT, 0, MPI_COMM_WORLD, "whether rank 0 has the error to print");
   if (!error.empty() && (rank_ == 0 || !rank0_failed)) {
     if (rank_ == 0)
       std::fprintf(stderr, "quartet: error: %s\n", error.c_str());

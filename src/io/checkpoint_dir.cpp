@@ -19,6 +19,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
 
@@ -58,12 +59,7 @@ int size_of(MPI_Comm comm) {
 }
 
 void bcast_string(std::string* s, int root, MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL) return;
-  long long n = static_cast<long long>(s->size());
-  MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm));
-  QUARTET_CHECK(n <= INT_MAX, "checkpoint: a message of " + std::to_string(n) + " bytes is too long to broadcast");
-  s->resize(static_cast<size_t>(n));
-  if (n > 0) MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, root, comm));
+  if (comm != MPI_COMM_NULL) watched::bcast_text(s, root, comm, "a checkpoint message");
 }
 
 // The message of whatever f throws, "" when it returns: work done on one rank (or a part of the
@@ -87,7 +83,7 @@ void throw_if_any(const std::string& mine, MPI_Comm comm) {
   if (comm != MPI_COMM_NULL) {
     const int size = size_of(comm);
     int who = mine.empty() ? size : rank_of(comm);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, comm));
+    watched::allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, comm, "which rank has a checkpoint error");
     if (who == size) return;
     bcast_string(&error, who, comm);
   }
@@ -312,8 +308,10 @@ ChunkSums checksum_chunks(const std::vector<std::string>& paths, const std::vect
   throw_if_any(error, comm);
   // Each chunk was filled in by one rank and is zero elsewhere: OR and MAX combine them exactly.
   if (comm != MPI_COMM_NULL && total > 0) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.hash.data(), static_cast<int>(total), MPI_UINT64_T, MPI_BOR, comm));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.status.data(), static_cast<int>(total), MPI_INT, MPI_MAX, comm));
+    watched::allreduce(MPI_IN_PLACE, sums.hash.data(), static_cast<int>(total), MPI_UINT64_T, MPI_BOR, comm,
+                       "the checkpoint's chunk checksums");
+    watched::allreduce(MPI_IN_PLACE, sums.status.data(), static_cast<int>(total), MPI_INT, MPI_MAX, comm,
+                       "the checkpoint's chunk read statuses");
   }
   return sums;
 }
@@ -414,7 +412,7 @@ void commit(const std::string& out, int64_t iteration, const std::vector<std::st
     });
   throw_if_any(error, comm);
   if (comm != MPI_COMM_NULL && !bytes.empty())
-    MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_INT64_T, 0, comm));
+    watched::bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_INT64_T, 0, comm, "the checkpoint files' sizes");
 
   const ChunkSums sums = checksum_chunks(paths, bytes, chunk_bytes, comm);
   // The arrays are the same on every rank, so this fails everywhere alike.

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/io/h5.hpp"
 
@@ -157,12 +158,9 @@ RunFile::RunFile(const std::string& dir, MPI_Comm comm, const RunFileInfo& info,
       error = e.what();
     }
   }
-  int len = static_cast<int>(error.size());
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
-  error.resize(static_cast<size_t>(len));
-  MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm));
+  watched::bcast_text(&error, 0, comm, "rank 0's verdict on run.h5");
   QUARTET_CHECK(error.empty(), "run file: " + error);
-  MPI_CHECK(MPI_Bcast(&complete, 1, MPI_INT64_T, 0, comm));
+  watched::bcast(&complete, 1, MPI_INT64_T, 0, comm, "the iterations run.h5 holds");
   complete_ = complete;
 }
 
@@ -180,7 +178,7 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
   // Rank 0 holds the readers off until the iteration is complete; the group waits for it.
   std::unique_ptr<WriteLock> lock;
   if (rank == 0) lock = std::make_unique<WriteLock>(path_);
-  MPI_CHECK(MPI_Barrier(comm_));
+  watched::barrier(comm_, "run.h5 locked for iteration " + std::to_string(rec.iteration));
 
   // 1. The rollouts' numbers, collectively with parallel HDF5: every rank its own rows.
   std::vector<std::string> strings;  // this rank's prompts and completions, for rank 0
@@ -188,7 +186,7 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
     const int64_t rows = ro->sequences.size(0), P = ro->sequences.size(1) - ro->action_mask.size(1),
                   A = ro->action_mask.size(1);
     std::vector<int64_t> mine{rows, P, A}, all(static_cast<size_t>(3 * size));
-    MPI_CHECK(MPI_Allgather(mine.data(), 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm_));
+    watched::allgather(mine.data(), 3, MPI_INT64_T, all.data(), comm_, "the rollouts' shapes");
     int64_t total = 0, offset = 0, Pm = 0, Am = 0;
     for (int r = 0; r < size; ++r) {
       if (r == rank) offset = total;
@@ -196,6 +194,8 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
       Pm = std::max(Pm, all[static_cast<size_t>(3 * r + 1)]);
       Am = std::max(Am, all[static_cast<size_t>(3 * r + 2)]);
     }
+    // Parallel HDF5 from the open to the close: one watched collective.
+    auto watch = watched::scope(comm_, "writing the rollouts of iteration " + std::to_string(rec.iteration) + " to " + path_);
     H5 fapl{H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose};
     H5_CHECK(H5Pset_fapl_mpio(fapl.id, comm_, MPI_INFO_NULL));
     H5 file{H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id)), H5Fclose};
@@ -249,14 +249,14 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
     for (const auto& s : strings) packed += s + '\0';
     int n = static_cast<int>(packed.size());
     std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
-    MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
+    watched::gather(&n, 1, MPI_INT, lens.data(), 0, comm_, "the sizes of the rollouts' texts");
     int sum = 0;
     for (int r = 0; r < size; ++r) {
       offs[static_cast<size_t>(r)] = sum;
       sum += lens[static_cast<size_t>(r)];
     }
     std::string all(static_cast<size_t>(rank == 0 ? sum : 0), '\0');
-    MPI_CHECK(MPI_Gatherv(packed.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, comm_));
+    watched::gatherv(packed.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), 0, comm_, "the rollouts' texts");
     if (rank == 0) {
       for (int r = 0; r < size; ++r) {
         std::vector<std::string> parts;
@@ -319,10 +319,7 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
     }
   }
   lock.reset();
-  int len = static_cast<int>(error.size());
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_));
-  error.resize(static_cast<size_t>(len));
-  MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm_));
+  watched::bcast_text(&error, 0, comm_, "rank 0's verdict on iteration " + std::to_string(rec.iteration) + " of run.h5");
   QUARTET_CHECK(error.empty(), "run file " + path_ + ": " + error);
   ++complete_;
 }
@@ -366,10 +363,7 @@ void RunFile::rewind(std::int64_t iterations) {
       error = e.what();
     }
   }
-  int len = static_cast<int>(error.size());
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_));
-  error.resize(static_cast<size_t>(len));
-  MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm_));
+  watched::bcast_text(&error, 0, comm_, "rank 0's verdict on rewinding run.h5");
   QUARTET_CHECK(error.empty(), "run file " + path_ + ": cannot rewind to iteration " + std::to_string(iterations) +
                                    ": " + error);
   complete_ = iterations;

@@ -7,6 +7,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/h5.hpp"
 
 namespace quartet {
@@ -182,6 +183,7 @@ ShardedH5Writer::ShardedH5Writer(const std::string& path, MPI_Comm comm) : path_
   H5_CHECK(H5Pset_all_coll_metadata_ops(fapl.id, 1));
   H5_CHECK(H5Pset_coll_metadata_write(fapl.id, 1));
   h5::Quiet quiet;
+  auto watch = watched::scope(comm, "creating " + path);
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
   QUARTET_CHECK(file_ >= 0, path + ": cannot create the file: " + h5::error_stack());
 }
@@ -189,6 +191,7 @@ ShardedH5Writer::ShardedH5Writer(const std::string& path, MPI_Comm comm) : path_
 ShardedH5Writer::~ShardedH5Writer() {
   if (file_ < 0) return;
   h5::Quiet quiet;
+  auto watch = watched::scope(comm_, "closing " + path_ + " after an error");
   H5Fclose(file_);
   file_ = -1;
 }
@@ -233,6 +236,8 @@ void ShardedH5Writer::write_family(const std::string& group, const std::vector<U
     const int64_t begin = rank * L.shard, end = begin + L.shard;
     for (const auto& p : L.params) {
       const std::string ctx = at + ", dataset '" + group + "/" + p.name + "'";
+      // One watched collective per dataset: each is bounded by its own size, however large the file.
+      auto watch = watched::scope(comm_, "writing " + ctx);
       H5 fs = space_of(p.shape, ctx);
       H5 set{H5_CHECK_AT(ctx, H5Dcreate2(g.id, p.name.c_str(), type.id, fs.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT)),
              H5Dclose};
@@ -252,11 +257,13 @@ void ShardedH5Writer::write_family(const std::string& group, const std::vector<U
 
 void ShardedH5Writer::attribute(const std::string& name, const std::string& value) {
   QUARTET_CHECK(file_ >= 0, path_ + ": attribute '" + name + "' after close()");
+  auto watch = watched::scope(comm_, "writing attribute '" + name + "' of " + path_);
   h5::string_attr(file_, name, value);
 }
 
 void ShardedH5Writer::attribute(const std::string& name, int64_t value) {
   QUARTET_CHECK(file_ >= 0, path_ + ": attribute '" + name + "' after close()");
+  auto watch = watched::scope(comm_, "writing attribute '" + name + "' of " + path_);
   h5::int_attr(file_, name, value);
 }
 
@@ -264,12 +271,13 @@ void ShardedH5Writer::close() {
   if (file_ < 0) return;
   const hid_t f = file_;
   file_ = -1;
+  auto watch = watched::scope(comm_, "closing " + path_);
   H5_CHECK_AT(path_, H5Fclose(f));
 }
 
 // ---- the reader -------------------------------------------------------------------------------
 
-ShardedH5Reader::ShardedH5Reader(const std::string& path, MPI_Comm comm) : path_(path) {
+ShardedH5Reader::ShardedH5Reader(const std::string& path, MPI_Comm comm) : path_(path), comm_(comm) {
   QUARTET_CHECK(is_regular_file(path), path + ": no such file");
   H5 fapl{H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose};
   if (comm != MPI_COMM_NULL) H5_CHECK(H5Pset_fapl_mpio(fapl.id, comm, MPI_INFO_NULL));
@@ -279,6 +287,8 @@ ShardedH5Reader::ShardedH5Reader(const std::string& path, MPI_Comm comm) : path_
   else H5_CHECK(H5Pset_file_locking(fapl.id, 1, /*ignore_when_disabled=*/1));
 #endif
   h5::Quiet quiet;
+  Watchdog::Watch watch;
+  if (comm != MPI_COMM_NULL) watch = watched::scope(comm, "opening " + path);
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id);
   QUARTET_CHECK(file_ >= 0, path + ": not a readable HDF5 file (truncated, damaged or of another format): " +
                                 h5::error_stack());
@@ -287,6 +297,8 @@ ShardedH5Reader::ShardedH5Reader(const std::string& path, MPI_Comm comm) : path_
 ShardedH5Reader::~ShardedH5Reader() {
   if (file_ < 0) return;
   h5::Quiet quiet;
+  Watchdog::Watch watch;  // closing a file opened with MPI-IO is collective
+  if (comm_ != MPI_COMM_NULL) watch = watched::scope(comm_, "closing " + path_);
   H5Fclose(file_);
 }
 

@@ -16,6 +16,7 @@
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/dist/exchange.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/run_file.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/rl/advantages.hpp"
@@ -135,7 +136,9 @@ class Trainer {
 };
 
 bool Trainer::stop_now() {
-  if (agree_stop_requests(rt_.world.comm()) < 2) return false;
+  int requests = stop_requests();
+  watched::allreduce(MPI_IN_PLACE, &requests, 1, MPI_INT, MPI_MAX, rt_.world.comm(), "the stop requests seen");
+  if (requests < 2) return false;
   printf0("train: a second stop request: stopping now, without a new checkpoint (exit %d); the run continues from "
           "the previous checkpoint when resubmitted\n", kExitStopped);
   return true;
@@ -151,7 +154,7 @@ Trainer::Stop Trainer::stop_after_iteration(double iteration_seconds) {
     const double needed = 1.1 * (iteration_seconds + write);
     flags[1] = seconds() - started_ + needed > cfg_.run.time_limit;
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, rt_.world.comm()));
+  watched::allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, rt_.world.comm(), "whether to stop after this iteration");
   if (flags[0] >= 2) return Stop::now;  // a second request: no time for a checkpoint
   if (flags[0] > 0) return Stop::signal;
   if (flags[1] > 0) return Stop::time_limit;
@@ -210,8 +213,8 @@ void Trainer::report_memory() {
     planned = std::max(planned, static_cast<double>(role.peak) / static_cast<double>(1ull << 30));
   mine.push_back(planned);
   std::vector<double> all(static_cast<size_t>(world.size()) * mine.size());
-  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
-                       MPI_DOUBLE, 0, world.comm()));
+  watched::gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), 0, world.comm(),
+                  "every rank's peak memory");
   printf0("train: peak device memory per phase (GiB, caching allocator) against the plan's peak\n");
   printf0("  %-5s %-30s %9s %9s %11s %9s %9s\n", "rank", "roles", "generate", "score", "advantages", "train", "plan");
   for (int r = 0; r < world.size(); ++r) {
@@ -376,7 +379,7 @@ int Trainer::run() {
       QUARTET_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot move the earlier " + from + " to " + to);
       printf0("train: an earlier %s was moved to %s\n", from.c_str(), to.c_str());
     }
-    MPI_CHECK(MPI_Barrier(rt_.groups->of(Role::actor).comm));
+    watched::barrier(rt_.groups->of(Role::actor).comm, "run.h5 moved aside");
     auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
     std::vector<double> planned;
     for (const auto& rp : plan.ranks) planned.push_back(static_cast<double>(rp.peak));
@@ -656,12 +659,12 @@ int Trainer::run() {
     if (!actor) slots[kScoreMin] = slots[kScoreMax] = 0;
     std::vector<double> sums(kSlots), times(kPhases);
     std::vector<double> mins{actor ? slots[kScoreMin] : 1e300}, maxs{actor ? slots[kScoreMax] : -1e300};
-    MPI_CHECK(MPI_Allreduce(slots.data(), sums.data(), kSlots, MPI_DOUBLE, MPI_SUM, world.comm()));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mins.data(), 1, MPI_DOUBLE, MPI_MIN, world.comm()));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, maxs.data(), 1, MPI_DOUBLE, MPI_MAX, world.comm()));
-    MPI_CHECK(MPI_Allreduce(phase.data(), times.data(), kPhases, MPI_DOUBLE, MPI_MAX, world.comm()));
+    watched::allreduce(slots.data(), sums.data(), kSlots, MPI_DOUBLE, MPI_SUM, world.comm(), "the iteration's metrics");
+    watched::allreduce(MPI_IN_PLACE, mins.data(), 1, MPI_DOUBLE, MPI_MIN, world.comm(), "the lowest score");
+    watched::allreduce(MPI_IN_PLACE, maxs.data(), 1, MPI_DOUBLE, MPI_MAX, world.comm(), "the highest score");
+    watched::allreduce(phase.data(), times.data(), kPhases, MPI_DOUBLE, MPI_MAX, world.comm(), "the phases' times");
     double iter_time = seconds() - iteration_start;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &iter_time, 1, MPI_DOUBLE, MPI_MAX, world.comm()));
+    watched::allreduce(MPI_IN_PLACE, &iter_time, 1, MPI_DOUBLE, MPI_MAX, world.comm(), "the iteration's time");
     const double n = std::max(1.0, sums[kScoreCount]);
     const double mean = sums[kScoreSum] / n;
     const double sd = std::sqrt(std::max(0.0, sums[kScoreSqSum] / n - mean * mean));
@@ -687,8 +690,8 @@ int Trainer::run() {
     std::vector<double> mine(phase);
     for (int p = 0; p < kPhases; ++p) mine.push_back(peak_gib_[static_cast<size_t>(p)] * static_cast<double>(1ull << 30));
     std::vector<double> per_rank(static_cast<size_t>(world.size()) * mine.size());
-    MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, per_rank.data(),
-                            static_cast<int>(mine.size()), MPI_DOUBLE, world.comm()));
+    watched::allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, per_rank.data(), world.comm(),
+                       "every rank's phase times and peaks");
     if (run_file_) {
       IterationRecord rec;
       rec.iteration = it + 1;

@@ -9,6 +9,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/sharded_h5.hpp"
 #include "quartet/io/tensor_h5.hpp"
@@ -62,13 +63,13 @@ torch::Tensor gather_states(const torch::Tensor& mine, const World& world) {
   auto state = mine.contiguous().to(torch::kCPU);
   int bytes = static_cast<int>(state.numel());
   int lo = bytes, hi = bytes;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, world.comm()));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, world.comm()));
+  watched::allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, world.comm(), "the random states' smallest size");
+  watched::allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, world.comm(), "the random states' largest size");
   QUARTET_CHECK(lo == hi, "checkpoint: the ranks' random generator states differ in size (" + std::to_string(lo) +
                               " vs " + std::to_string(hi) + " bytes)");
   auto all = torch::empty({world.rank() == 0 ? world.size() : 0, bytes}, torch::kUInt8);
-  MPI_CHECK(MPI_Gather(state.data_ptr(), bytes, MPI_BYTE, world.rank() == 0 ? all.data_ptr() : nullptr, bytes, MPI_BYTE,
-                       0, world.comm()));
+  watched::gather(state.data_ptr(), bytes, MPI_BYTE, world.rank() == 0 ? all.data_ptr() : nullptr, 0, world.comm(),
+                  "every rank's random states");
   return all;
 }
 
@@ -84,7 +85,7 @@ int64_t file_bytes(const std::string& path) {
 CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state) {
   const World& world = rt.world;
   const Config& cfg = rt.config;
-  MPI_CHECK(MPI_Barrier(world.comm()));
+  watched::barrier(world.comm(), "the start of a checkpoint");
   const double start = now();
 
   // The numbers only some ranks hold reach rank 0: the actor group's first rank holds the loop
@@ -111,8 +112,8 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     ints[kCriticTotal] = state.critic_total;
     ints[kCriticSteps] = c->optimizer->steps();
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ints.data(), kInts, MPI_INT64_T, MPI_SUM, world.comm()));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, doubles.data(), kDoubles, MPI_DOUBLE, MPI_SUM, world.comm()));
+  watched::allreduce(MPI_IN_PLACE, ints.data(), kInts, MPI_INT64_T, MPI_SUM, world.comm(), "the checkpoint's counters");
+  watched::allreduce(MPI_IN_PLACE, doubles.data(), kDoubles, MPI_DOUBLE, MPI_SUM, world.comm(), "the checkpoint's numbers");
   const int64_t iteration = ints[kIteration];
 
   const std::string dir = begin_checkpoint(cfg.run.out, iteration, world.comm());
@@ -146,7 +147,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     write_tensors_h5(dir + "/trainer.h5", t);
   }
   files.push_back("trainer.h5");
-  MPI_CHECK(MPI_Barrier(world.comm()));  // trainer.h5 is closed before anyone checksums it
+  watched::barrier(world.comm(), "trainer.h5 written");  // closed before anyone checksums it
   const double written = now();
 
   nlohmann::json info;
@@ -188,7 +189,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   out.seconds = now() - start;
   out.write_seconds = written - start;
   double times[2] = {out.seconds, out.write_seconds};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, world.comm()));
+  watched::allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, world.comm(), "the checkpoint's times");
   out.seconds = times[0];
   out.write_seconds = times[1];
   for (const auto& f : files) out.bytes += file_bytes(dir + "/" + f);

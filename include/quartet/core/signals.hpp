@@ -6,8 +6,6 @@
 //   first request   finish the iteration, write a checkpoint, exit kExitResubmit;
 //   second request  stop at the next safe point (a phase boundary) without a new checkpoint,
 //                   exit kExitStopped; the previous checkpoint stays the one to resume from.
-#include <mpi.h>
-
 namespace quartet {
 
 // Exit statuses of `quartet train` that a batch script acts on (slurm/train.sbatch).
@@ -26,8 +24,6 @@ constexpr int kExitStopped = 76;    // stopped on a second request, no new check
 bool install_stop_handlers();
 // Signals received by this process so far.
 int stop_requests();
-// Collective over comm: the largest count any rank has seen.
-int agree_stop_requests(MPI_Comm comm);
 // The name of the first signal received ("SIGUSR1", "SIGTERM"), or "" when none.
 const char* first_stop_signal();
 

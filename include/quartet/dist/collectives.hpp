@@ -70,6 +70,11 @@ class Collectives {
   // "all_reduce #12 (sum, bfloat16[1000]) on group 'actor' (world ranks 0-3, nccl)"
   std::string describe(const char* op, const torch::Tensor* t, const char* extra = "");
   Watchdog* watchdog() const { return watchdog_; }
+  // A watch over `what` whose roll call asks the group's ranks; empty without a watchdog.
+  Watchdog::Watch watch(const std::string& what) const {
+    return watchdog_ ? watchdog_->watch(what, world_ranks_) : Watchdog::Watch();
+  }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
   // defer = false: the compute stream waits for the collective before returning Pending{}.
   virtual Pending do_all_gather(const torch::Tensor& in, const torch::Tensor& out,

@@ -29,6 +29,9 @@ class World {
   // A private duplicate of MPI_COMM_WORLD for point-to-point exchanges between groups, so their
   // tags never meet a library's or a test's traffic.
   MPI_Comm exchange_comm() const { return exchange_comm_; }
+  // Another duplicate, for the watchdogs' roll call (dist/watchdog.hpp); MPI_COMM_NULL when the
+  // library lacks MPI_THREAD_MULTIPLE, which the roll call's thread needs.
+  MPI_Comm watchdog_comm() const { return watchdog_comm_; }
 
   // True on every rank iff `ok` is true on every rank: ranks agree before they act on an error.
   bool all_ok(bool ok) const;
@@ -47,6 +50,7 @@ class World {
   std::uint64_t host_hash_ = 0;
   std::vector<std::uint64_t> host_hashes_;
   MPI_Comm exchange_comm_ = MPI_COMM_NULL;
+  MPI_Comm watchdog_comm_ = MPI_COMM_NULL;
   bool owns_mpi_ = false;
   bool thread_multiple_ = false;
 };

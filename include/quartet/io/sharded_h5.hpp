@@ -92,6 +92,7 @@ class ShardedH5Reader {
 
  private:
   std::string path_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
   hid_t file_ = -1;
 };
 
