@@ -7,6 +7,7 @@
 #include "quartet/core/cli.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/dist/launch_command.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "quartet/dist/selfcheck.hpp"
 #include "quartet/dist/watched_mpi.hpp"
@@ -62,6 +63,10 @@ const Command kCommands[] = {
       "SWEEP",
       {{"out", "DIR", "where the decks and the list go (default: the sweep file's `out`)"}}},
      nullptr, quartet::run_sweep},
+    {{"launch", "run mpirun or srun so that SIGTERM, SIGINT or SIGHUP to it is a clean stop (checkpoint, "
+                "exit 75; a second: exit 76), not a kill: quartet launch mpirun -np 8 quartet train DECK",
+      "LAUNCHER [ARGS...]", {}, /*passthrough=*/true},
+     nullptr, quartet::run_launch},
     {{"plan", "the memory plan: bytes per role and rank against the device memory (no MPI, no GPU)",
       "DECK",
       {{"ranks", "N", "ranks of the job (default: the sum of the placement's counts; colocated decks need it)"},

@@ -43,6 +43,17 @@ CommandLine parse_command_line(int argc, const char* const* argv,
     if (first == c.name) spec = &c;
   if (!spec) throw UsageError("unknown command '" + first + "' (try quartet --help)");
   cl.command = first;
+  if (spec->passthrough) {
+    const std::string second = argc > 2 ? argv[2] : "";
+    cl.help = second == "--help" || second == "-h";
+    int from = second == "--" ? 3 : 2;
+    for (int i = from; i < argc && !cl.help; ++i) cl.rest.push_back(argv[i]);
+    if (!cl.help && cl.rest.empty())
+      throw UsageError("quartet " + first + ": no " + spec->operand + " given (quartet " + first + " " +
+                       spec->operand + ")");
+    if (!cl.rest.empty()) cl.operand = cl.rest.front();
+    return cl;
+  }
 
   po::options_description all = command_options(*spec);
   all.add_options()("operand", po::value<std::string>(), "");
@@ -89,7 +100,8 @@ std::string top_level_help(const std::vector<CommandSpec>& commands) {
 std::string command_help(const CommandSpec& command) {
   std::ostringstream s;
   s << "Usage: quartet " << command.name << " " << command.operand
-    << (command.is_deck() ? " [--set section.key=value ...]" : "") << " [options]\n\n"
+    << (command.is_deck() ? " [--set section.key=value ...]" : "")
+    << (command.passthrough ? "" : " [options]") << "\n\n"
     << command.summary << "\n\n"
     << command_options(command) << "\n";
   if (!command.is_deck()) return s.str();

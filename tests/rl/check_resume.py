@@ -4,7 +4,9 @@ bitwise, and the same final weights and optimizer state. Also resharding: a run 
 with the actor on 2 ranks continues on 1 and back on 2.
 
     check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
-SCENARIO: signals | double_signal | time_limit | corrupt | reshard
+SCENARIO: signals | double_signal | time_limit | corrupt | reshard | launch | launch_double
+(launch, launch_double: the runs go through `quartet launch MPIRUN ...`, and the signals go to it
+as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
 """
 import os
@@ -43,7 +45,9 @@ class Train:
         for key, value in settings.items():
             self.cmd += ["--set", f"{key}={value}"]
         self.lines = []
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        # A session of its own: a signal to its process group is what a terminal's Ctrl-C sends.
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                     start_new_session=True)
 
     def wait_for_iteration(self, n):
         """Reads output until iteration n is reported."""
@@ -149,7 +153,9 @@ def main():
     launcher, QUARTET = command[:-1], command[-1]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    if scenario == "double_signal":
+    if scenario.startswith("launch"):
+        launcher = [QUARTET, "launch"] + launcher
+    if scenario in ("double_signal", "launch_double"):
         # Iterations of a few seconds, so that two requests more than a second apart (closer ones
         # count as one) both land inside one iteration. (At hidden 256 an iteration took 1.8 s on
         # 2 cores once the optimizer was fused, and the second request sometimes came after it; at
@@ -193,6 +199,54 @@ def main():
         n = stopped_at(t.output())
         run_to_end(launcher, 3, out)
         same_run(reference, out, f"SIGTERM to rank 2 alone after iteration {n}, resumed")
+
+    elif scenario == "launch":
+        # SIGTERM to the launcher (what `kill`, `timeout` and schedulers send): a clean stop.
+        out = os.path.join(work, "launch_term")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(6)
+        t.proc.send_signal(signal.SIGTERM)
+        rc = t.finish()
+        if rc != EXIT_RESUBMIT:
+            fail(f"after SIGTERM to quartet launch the run exited {rc}, expected {EXIT_RESUBMIT}:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        if not os.path.exists(os.path.join(out, "checkpoints", f"step_{n}", "manifest.json")):
+            fail(f"stopped after iteration {n} but checkpoints/step_{n} is not complete")
+        _, at = resumed_from(run_to_end(launcher, 3, out))
+        if at != n:
+            fail(f"resumed at iteration {at}, but the stop's checkpoint is {n}")
+        same_run(reference, out, f"SIGTERM to quartet launch after iteration {n}, resumed")
+
+        # Ctrl-C in a terminal: SIGINT to the whole foreground process group. mpirun sits in a
+        # group of its own, so only quartet launch sees it.
+        out = os.path.join(work, "launch_int")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(9)
+        os.killpg(t.proc.pid, signal.SIGINT)
+        rc = t.finish()
+        if rc != EXIT_RESUBMIT:
+            fail(f"after SIGINT to the process group the run exited {rc}, expected {EXIT_RESUBMIT}:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        run_to_end(launcher, 3, out)
+        same_run(reference, out, f"SIGINT to quartet launch's process group after iteration {n}, resumed")
+
+    elif scenario == "launch_double":
+        # Two SIGTERMs to the launcher, more than a second apart: stop without a new checkpoint.
+        out = os.path.join(work, "launch_double")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(3)
+        time.sleep(0.5)
+        t.proc.send_signal(signal.SIGTERM)
+        time.sleep(1.1)
+        if t.proc.poll() is not None:
+            fail(f"the run ended ({t.proc.returncode}) before the second SIGTERM:\n{t.output()[-3000:]}")
+        t.proc.send_signal(signal.SIGTERM)
+        rc = t.finish()
+        if rc != EXIT_STOPPED:
+            fail(f"after two SIGTERMs to quartet launch the run exited {rc}, expected {EXIT_STOPPED}:\n{t.output()[-3000:]}")
+        latest = os.readlink(os.path.join(out, "checkpoints", "latest"))
+        run_to_end(launcher, 3, out)
+        same_run(reference, out, f"two SIGTERMs to quartet launch (stopped, resumed from {latest})")
 
     elif scenario == "double_signal":
         # A second request stops at the next safe point, without a new checkpoint.

@@ -21,6 +21,9 @@ struct CommandSpec {
   const char* summary;
   const char* operand = "DECK";           // the one positional argument
   std::vector<OptionSpec> options = {};   // beyond --help (and --set for decks)
+  // Everything after the command name is another program's command line (quartet launch),
+  // given as it is: the operand is its first word, CommandLine::rest the whole of it.
+  bool passthrough = false;
   bool is_deck() const { return std::string(operand) == "DECK"; }
 };
 
@@ -29,6 +32,7 @@ struct CommandLine {
   std::string operand;                 // the deck, or the tool's path
   std::vector<std::string> overrides;  // "section.key=value"
   std::map<std::string, std::string> options;  // given options; a switch maps to ""
+  std::vector<std::string> rest;       // a passthrough command's words
   bool help = false;
   bool version = false;
   bool has(const std::string& option) const { return options.count(option) > 0; }
