@@ -26,6 +26,7 @@ const po::options_description& deck_schema() {
       ("checkpoint.keep_every", po::value<int>()->default_value(0), "also keep every checkpoint whose iteration is a multiple of N (0 = none)")
       ("checkpoint.at_end", po::value<bool>()->default_value(true), "write a checkpoint after the last iteration")
       ("checkpoint.resume", po::value<std::string>()->default_value("auto"), "auto (continue from the newest complete checkpoint in run.out, if any) | never | a step_<N> directory")
+      ("checkpoint.on_damaged", po::value<std::string>()->default_value("refuse"), "resume = auto, and run.out holds checkpoints but none is intact: refuse (exit 2, naming each and its fault; nothing is touched) | start_over (move them to checkpoints.damaged-<time>/, run.h5 aside, start at iteration 0)")
       ("placement.mode", po::value<std::string>()->default_value(pl.mode), "disjoint (one role per rank) | colocated (every role on every rank)")
       ("placement.actor", po::value<int>()->default_value(-1), "ranks for the actor (policy); >= 1")
       ("placement.critic", po::value<int>()->default_value(-1), "ranks for the critic (value model); 0 = no critic")
@@ -210,6 +211,8 @@ Config load_config(const Deck& deck) {
   if (c.checkpoint.keep_every < 0) deck.fail("checkpoint.keep_every", "must be >= 0");
   c.checkpoint.at_end = deck.get<bool>("checkpoint.at_end");
   c.checkpoint.resume = deck.get<std::string>("checkpoint.resume");
+  c.checkpoint.on_damaged = deck.get<std::string>("checkpoint.on_damaged");
+  require_one_of(deck, "checkpoint.on_damaged", c.checkpoint.on_damaged, {"refuse", "start_over"});
   if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never" && !is_directory(c.checkpoint.resume))
     deck.fail("checkpoint.resume", "is '" + c.checkpoint.resume + "': expected auto, never, or an existing step_<N> directory");
 

@@ -159,4 +159,13 @@ std::string parent_directory(const std::string& path) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
+std::string move_aside(const std::string& path, const std::string& suffix) {
+  std::string to = path + suffix;
+  for (int n = 2; path_exists(to); ++n) to = path + suffix + "." + std::to_string(n);
+  // A name taken between the check and the rename would be replaced: only a second run
+  // writing into the same directory at the same moment could do that.
+  QUARTET_CHECK(::rename(path.c_str(), to.c_str()) == 0, "cannot move " + path + " to " + to + ": " + errno_text());
+  return to;
+}
+
 }  // namespace quartet

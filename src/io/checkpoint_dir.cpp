@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/utc_time.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
@@ -118,15 +119,6 @@ std::string latest_target(const std::string& out) {
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
   if (n < 0) return "";
   return base_name(std::string(buf, static_cast<size_t>(n)));
-}
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 int64_t chunks_of(int64_t bytes, int64_t chunk_bytes) { return bytes <= 0 ? 0 : (bytes + chunk_bytes - 1) / chunk_bytes; }
@@ -428,7 +420,7 @@ void commit(const std::string& out, int64_t iteration, const std::vector<std::st
   if (rank == 0) error = capture([&] {
       Manifest m;
       m.iteration = iteration;
-      m.created = now_iso();
+      m.created = utc_iso();
       m.chunk_bytes = chunk_bytes;
       m.info = info;
       for (size_t f = 0; f < files.size(); ++f) {

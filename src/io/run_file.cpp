@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/utc_time.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/io/h5.hpp"
@@ -64,13 +65,6 @@ void write_row(hid_t set, hsize_t row, const std::vector<double>& values, bool t
   H5_CHECK(H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, start, nullptr, count, nullptr));
   H5 mem{H5_CHECK(H5Screate_simple(two_d ? 2 : 1, count, nullptr)), H5Sclose};
   H5_CHECK(H5Dwrite(set, mem_type, mem.id, file_space.id, H5P_DEFAULT, data));
-}
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 // Opens a run file serially, checking that it is one.
@@ -140,7 +134,7 @@ RunFile::RunFile(const std::string& dir, MPI_Comm comm, const RunFileInfo& info,
         string_attr(file.id, "version", info.version);
         string_attr(file.id, "git_commit", info.git_commit);
         string_attr(file.id, "deck", info.deck);
-        string_attr(file.id, "start_time", now_iso());
+        string_attr(file.id, "start_time", utc_iso());
         string_attr(file.id, "placement", info.placement);
         string_attr(file.id, "algorithm", info.algorithm);
         int_attr(file.id, "world_size", info.world_size);

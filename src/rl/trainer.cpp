@@ -375,8 +375,7 @@ int Trainer::run() {
     // Starting afresh, a run.h5 already in run.out belongs to an earlier run: it is kept as
     // run.h5.prev rather than mixed with this one. A resumed run appends to its own.
     if (!resume && actor->group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
-      const std::string from = cfg_.run.out + "/run.h5", to = from + ".prev";
-      QUARTET_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot move the earlier " + from + " to " + to);
+      const std::string from = cfg_.run.out + "/run.h5", to = move_aside(from, ".prev");
       printf0("train: an earlier %s was moved to %s\n", from.c_str(), to.c_str());
     }
     watched::barrier(rt_.groups->of(Role::actor).comm, "run.h5 moved aside");

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/utc_time.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/sharded_h5.hpp"
@@ -219,14 +221,29 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
   }
   std::vector<std::string> warnings;
   auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings);
-  for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
-  if (!found) {
-    if (!list_checkpoint_steps(cfg.run.out).empty())
-      printf0("train: warning: no complete checkpoint under %s: starting from the beginning\n",
-              checkpoints_dir(cfg.run.out).c_str());
-    return std::nullopt;
+  if (found || list_checkpoint_steps(cfg.run.out).empty()) {
+    for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
+    return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
-  return found->dir;
+  // Checkpoints, and none of them intact: starting over would overwrite run.h5's history and
+  // the damaged steps, so that takes the deck's say-so.
+  std::string all;
+  for (const auto& w : warnings) all += "\n  " + w;
+  const std::string cdir = checkpoints_dir(cfg.run.out);
+  if (cfg.checkpoint.on_damaged == "refuse")
+    cfg.deck.fail("checkpoint.on_damaged",
+                  "is refuse, and no checkpoint under " + cdir + " is intact:" + all +
+                      "\n  Repair or remove them, name an intact one in checkpoint.resume, or set "
+                      "checkpoint.on_damaged = start_over to move them aside and start at iteration 0");
+  std::string aside;
+  if (world.rank() == 0) {
+    aside = move_aside(cdir, ".damaged-" + utc_stamp());
+    for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
+    printf0("train: no intact checkpoint: they are now in %s (checkpoint.on_damaged = start_over); starting at "
+            "iteration 0\n", aside.c_str());
+  }
+  watched::barrier(world.comm(), "the damaged checkpoints moved aside");
+  return std::nullopt;
 }
 
 TrainerState load_trainer_state(Runtime& rt, const std::string& dir) {

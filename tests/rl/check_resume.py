@@ -4,7 +4,7 @@ bitwise, and the same final weights and optimizer state. Also resharding: a run 
 with the actor on 2 ranks continues on 1 and back on 2.
 
     check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
-SCENARIO: signals | double_signal | time_limit | corrupt | reshard | launch | launch_double
+SCENARIO: signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double
 (launch, launch_double: the runs go through `quartet launch MPIRUN ...`, and the signals go to it
 as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
@@ -330,6 +330,59 @@ def main():
         if at >= n or not where.endswith(f"step_{at}"):
             fail(f"resumed from {where} at {at}; expected an earlier checkpoint than {n}")
         same_run(reference, out, f"corrupt step_{n}, resumed from step_{at}")
+
+    elif scenario == "all_damaged":
+        # Every checkpoint damaged: train refuses (exit 2), naming each, and changes nothing; with
+        # checkpoint.on_damaged = start_over it moves them aside and runs from iteration 0.
+        out = os.path.join(work, "all_damaged")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(13)
+        t.signal_every_rank(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        cdir = os.path.join(out, "checkpoints")
+        steps = sorted(d for d in os.listdir(cdir) if d.startswith("step_"))
+        if len(steps) < 2:
+            fail(f"expected several checkpoints to damage, found {steps}")
+        for d in steps:
+            path = os.path.join(cdir, d, "trainer.h5" if d == steps[0] else "actor.h5")
+            with open(path, "r+b") as f:
+                f.seek(os.path.getsize(path) // 3)
+                byte = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([byte[0] ^ 0x55]))
+        def snapshot():
+            files = {}
+            for root, _, names in os.walk(out):
+                for n in names:
+                    p = os.path.join(root, n)
+                    if not n.endswith(".lock"):
+                        with open(p, "rb") as f:
+                            files[os.path.relpath(p, out)] = f.read()
+            return files
+        before = snapshot()
+        refused = Train(launcher, 3, out)
+        rc = refused.finish()
+        text = refused.output()
+        if rc != 2:
+            fail(f"with every checkpoint damaged train exited {rc}, expected 2:\n{text[-3000:]}")
+        for d in steps:
+            if not re.search(rf"{d}.*(checksum|corrupt)", text):
+                fail(f"the refusal does not name {d} and its fault:\n{text[-3000:]}")
+        if "checkpoint.on_damaged" not in text:
+            fail(f"the refusal does not name the key that starts over:\n{text[-3000:]}")
+        if snapshot() != before:
+            fail("the refused run changed files under run.out")
+        print(f"check_resume: every checkpoint damaged ({', '.join(steps)}): refused with exit 2, nothing changed")
+        output = run_to_end(launcher, 3, out, "checkpoint.on_damaged=start_over")
+        aside = [d for d in os.listdir(out) if d.startswith("checkpoints.damaged-")]
+        if len(aside) != 1 or not set(steps) <= set(os.listdir(os.path.join(out, aside[0]))):
+            fail(f"the damaged checkpoints were not moved aside whole: {os.listdir(out)}")
+        if not os.path.exists(os.path.join(out, "run.h5.prev")):
+            fail("the earlier run.h5 was not kept as run.h5.prev")
+        if "resuming from" in output:
+            fail("start_over resumed instead of starting at iteration 0")
+        same_run(reference, out, f"checkpoint.on_damaged = start_over (the damaged ones in {aside[0]})")
 
     elif scenario == "reshard":
         # Actor on 2 ranks (4 in all) -> 1 rank (3 in all) -> 2 ranks again.

@@ -129,6 +129,10 @@ struct CheckpointConfig {       // [checkpoint]
   // never: start from scratch (refused if run.out already holds checkpoints);
   // a step_<N> directory: continue from that one.
   std::string resume = "auto";
+  // What resume = auto does when run.out holds checkpoints and none of them is intact:
+  // refuse (name each and its fault, exit 2, touch nothing) | start_over (move them aside to
+  // checkpoints.damaged-<time>/ and start at iteration 0).
+  std::string on_damaged = "refuse";
 };
 
 struct Config {

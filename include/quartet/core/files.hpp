@@ -29,6 +29,9 @@ std::vector<std::string> list_directory(const std::string& dir);
 void remove_tree(const std::string& path);
 // fsync(2) on a directory, so that entries created, renamed or removed in it are durable.
 void fsync_directory(const std::string& dir);
+// Renames `path` to path + suffix, or, when that is taken, path + suffix + ".2", ".3", ...;
+// returns the new name. Nothing already there is replaced.
+std::string move_aside(const std::string& path, const std::string& suffix);
 
 // Path text, no file system access: "a/b//" -> "a/b" (but "/" stays "/"); the last component
 // ("a/b/" -> "b"); the directory part ("a/b" -> "a", "b" -> ".", "/b" -> "/").
