@@ -460,7 +460,16 @@ struct Verified {
   std::optional<Manifest> manifest;
 };
 
-Verified verify(const std::string& step_directory, MPI_Comm comm) {
+// Every regular file under `dir`, as a name relative to it ("actor.h5", "sub/x.h5").
+void files_under(const std::string& dir, const std::string& prefix, std::vector<std::string>* out) {
+  for (const std::string& name : list_directory(dir)) {
+    const std::string path = dir + "/" + name, rel = prefix + name;
+    if (is_directory(path)) files_under(path, rel + "/", out);
+    else out->push_back(rel);
+  }
+}
+
+Verified verify(const std::string& step_directory, MPI_Comm comm, const CheckpointNeeds& needs) {
   const std::string dir = strip_trailing_slashes(step_directory);
   const std::string label = base_name(dir);
   // Rank 0 looks at the directory; every rank gets what it saw, so that all of them check the
@@ -507,6 +516,20 @@ Verified verify(const std::string& step_directory, MPI_Comm comm) {
                       std::to_string(f.bytes) + (st.st_size < f.bytes ? " (truncated)" : " (grown)");
           plan["files"].push_back(problem);
         }
+        // The manifest fixes the set of files: the reader's files must be in it, and nothing in
+        // the directory may be outside it (a file it does not list is vouched for by nothing).
+        std::set<std::string> listed;
+        for (const ManifestFile& f : m->files) listed.insert(f.name);
+        const std::string reader = needs.reader.empty() ? "the reader" : needs.reader;
+        for (const std::string& f : needs.files)
+          if (!listed.count(f))
+            plan["problems"].push_back(label + "/" + kManifestName + ": lists no " + f + ", which " + reader + " needs");
+        std::vector<std::string> present;
+        const std::string error = capture([&] { files_under(dir, "", &present); });
+        if (!error.empty()) plan["problems"].push_back(label + ": cannot list it: " + error);
+        for (const std::string& f : present)
+          if (f != kManifestName && !listed.count(f))
+            plan["problems"].push_back(label + "/" + f + ": in the directory, but not in the manifest");
       }
     }
     plan_text = plan.dump(-1, ' ', false, json::error_handler_t::replace);  // names need not be UTF-8
@@ -554,6 +577,20 @@ Verified verify(const std::string& step_directory, MPI_Comm comm) {
       v.problems.push_back(name + ": and " + std::to_string(more) +
                            (more_unreadable ? " more chunks do not match their checksum or cannot be read"
                                             : " more chunks do not match their checksum"));
+  }
+  // What the files say of each other, once their bytes are known to be the ones written.
+  if (v.problems.empty() && needs.consistent) {
+    std::string found;
+    if (rank_of(comm) == 0) {
+      json list = json::array();
+      const std::string error = capture([&] {
+        for (const std::string& p : needs.consistent(dir, m)) list.push_back(label + "/" + p);
+      });
+      if (!error.empty()) list.push_back(label + ": " + error);
+      found = list.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    bcast_string(&found, 0, comm);
+    for (const json& p : json::parse(found)) v.problems.push_back(p.get<std::string>());
   }
   v.manifest = std::move(m);
   return v;
@@ -629,12 +666,14 @@ Manifest read_manifest(const std::string& step_directory) {
   }
 }
 
-std::vector<std::string> verify_checkpoint(const std::string& step_directory, MPI_Comm comm) {
-  return verify(step_directory, comm).problems;
+std::vector<std::string> verify_checkpoint(const std::string& step_directory, MPI_Comm comm,
+                                           const CheckpointNeeds& needs) {
+  return verify(step_directory, comm, needs).problems;
 }
 
 std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& out, MPI_Comm comm,
-                                                      std::vector<std::string>* warnings) {
+                                                      std::vector<std::string>* warnings,
+                                                      const CheckpointNeeds& needs) {
   // Rank 0 lists the directory for everyone, so all ranks try the same steps in the same order.
   std::string listing;
   if (rank_of(comm) == 0) {
@@ -656,7 +695,7 @@ std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& out, MP
   std::optional<FoundCheckpoint> found;
   for (auto it = steps.rbegin(); it != steps.rend() && !found; ++it) {
     const std::string dir = step_dir(out, *it);
-    Verified v = verify(dir, comm);
+    Verified v = verify(dir, comm, needs);
     if (v.problems.empty()) {
       found = FoundCheckpoint{dir, std::move(*v.manifest)};
     } else {

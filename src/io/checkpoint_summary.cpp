@@ -12,6 +12,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
+#include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/sharded_h5.hpp"
 
 namespace quartet {
@@ -139,7 +140,13 @@ std::string resolve_step_directory(const std::string& path, std::string* how) {
 std::string describe_checkpoint(const std::string& step_directory, bool* intact) {
   const std::string dir = strip_trailing_slashes(step_directory);
   std::ostringstream out;
-  const std::vector<std::string> problems = verify_checkpoint(dir, MPI_COMM_NULL);
+  // A train checkpoint needs trainer.h5 and the model files its description lists.
+  std::vector<std::string> models;
+  try {
+    models = listed_model_files(read_manifest(dir));
+  } catch (const Error&) {  // verification says what is wrong with the manifest
+  }
+  const std::vector<std::string> problems = verify_checkpoint(dir, MPI_COMM_NULL, train_checkpoint_needs("inspect", models));
   *intact = problems.empty();
 
   // verify_checkpoint has already said what is wrong with a missing or malformed manifest.

@@ -15,6 +15,7 @@
 #include "quartet/core/config.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
+#include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/checkpoint_summary.hpp"
 #include "quartet/io/sharded_h5.hpp"
 #include "quartet/model/builtin_tokenizer_files.hpp"
@@ -234,7 +235,13 @@ int run_export(const CommandLine& cl) {
 
   std::string how;
   const std::string step = resolve_step_directory(cl.operand, &how);
-  const std::vector<std::string> problems = verify_checkpoint(step, MPI_COMM_NULL);
+  // The model files the manifest describes (a role it lacks is refused below, naming the ones it has).
+  std::vector<std::string> models;
+  try {
+    models = listed_model_files(read_manifest(step));
+  } catch (const Error&) {  // verification says what is wrong with the manifest
+  }
+  const std::vector<std::string> problems = verify_checkpoint(step, MPI_COMM_NULL, train_checkpoint_needs("export", models));
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += "\n  " + p;

@@ -384,6 +384,11 @@ torch::Tensor ShardedH5Reader::read(const std::string& dataset) const {
   return read_flat(dataset, 0, numel_of(s)).view(s);
 }
 
+bool ShardedH5Reader::has_attribute(const std::string& name) const {
+  h5::Quiet quiet;
+  return h5::has_attr(file_, name);
+}
+
 std::string ShardedH5Reader::string_attribute(const std::string& name) const {
   h5::Quiet quiet;
   QUARTET_CHECK(h5::has_attr(file_, name), path_ + ": no root attribute '" + name + "'");

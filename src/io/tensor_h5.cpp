@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/io/h5.hpp"
 
 namespace quartet {
 namespace {
@@ -28,9 +29,18 @@ struct Handle {
   ~Handle() { if (id >= 0) close(id); }
 };
 
+// Opens `path` read-only, naming it when it is not a readable HDF5 file.
+hid_t open_read_only(const std::string& path) {
+  h5::Quiet quiet;
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  QUARTET_CHECK(f >= 0, path + ": not a readable HDF5 file (missing, truncated, damaged or of another format)");
+  return f;
+}
+
 }  // namespace
 
-void write_tensors_h5(const std::string& path, const NamedTensors& tensors) {
+void write_tensors_h5(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& attributes) {
   // Written under a temporary name and renamed: a reader never sees half a file.
   const std::string tmp = path + ".tmp";
   {
@@ -49,13 +59,30 @@ void write_tensors_h5(const std::string& path, const NamedTensors& tensors) {
                                      H5P_DEFAULT)), H5Dclose};
       if (t.numel() > 0) H5_CHECK(H5Dwrite(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()));
     }
+    for (const auto& [name, value] : attributes) h5::string_attr(file.id, name, value);
   }
   QUARTET_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename " + tmp + " to " + path);
   // (HDF5 writes through its own file handle, so write_file_atomically does not fit here.)
 }
 
+bool has_tensor_h5(const std::string& path, const std::string& name) {
+  Handle file{open_read_only(path), H5Fclose};
+  h5::Quiet quiet;
+  return h5::exists(file.id, name);
+}
+
+std::string read_attribute_h5(const std::string& path, const std::string& name) {
+  Handle file{open_read_only(path), H5Fclose};
+  h5::Quiet quiet;
+  return h5::read_string_attr(file.id, name);
+}
+
 torch::Tensor read_tensor_h5(const std::string& path, const std::string& name) {
-  Handle file{H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)), H5Fclose};
+  Handle file{open_read_only(path), H5Fclose};
+  {
+    h5::Quiet quiet;
+    QUARTET_CHECK(h5::exists(file.id, name), path + ": no dataset '" + name + "'");
+  }
   Handle set{H5_CHECK(H5Dopen2(file.id, name.c_str(), H5P_DEFAULT)), H5Dclose};
   Handle space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
   int rank = H5_CHECK(H5Sget_simple_extent_ndims(space.id));

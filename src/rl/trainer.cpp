@@ -133,6 +133,7 @@ class Trainer {
   double checkpoint_seconds_ = 0;  // the last checkpoint's write time, for the time limit
   double train_seconds_before_ = 0;  // loop time of earlier sessions (resumed runs)
   int64_t actor_step_ = 0, critic_step_ = 0, critic_total_ = 0;
+  std::string run_id_;
 };
 
 bool Trainer::stop_now() {
@@ -171,6 +172,7 @@ void Trainer::write_checkpoint(int64_t iterations_done, const char* why) {
   st.kl_coef = kl_.coef;
   st.moments = moments_;
   st.train_seconds = train_seconds_before_ + (seconds() - started_);
+  st.run_id = run_id_;
   CheckpointWrite w = save_training_checkpoint(rt_, models_, st);
   checkpoint_seconds_ = w.seconds;
   printf0("train: checkpoint %s (%s): %.2f GB in %.1fs (%.2f GB/s; files %.1fs, checksums + fsync + manifest %.1fs)\n",
@@ -353,7 +355,10 @@ int Trainer::run() {
     train_seconds_before_ = state.train_seconds;
     printf0("train: resuming from %s: %lld of %d iterations done\n", resume->c_str(),
             static_cast<long long>(state.iteration), iterations);
+  } else {
+    state.run_id = new_run_id(world);
   }
+  run_id_ = state.run_id;
   const int first_iteration = static_cast<int>(state.iteration);
   // Again, now that MPI, CUDA and NCCL are up: one of them may have taken the signals over.
   if (install_stop_handlers())

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "quartet/core/check.hpp"
@@ -13,6 +15,7 @@
 #include "quartet/core/utc_time.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
+#include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/sharded_h5.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/model_spec.hpp"
@@ -32,7 +35,7 @@ bool saved_role(const Runtime& rt, Role role) {
 }
 
 // One trained model into <dir>/<role>.h5, collectively over its group.
-void write_model(const std::string& dir, const RoleModel& m, Role role, int64_t iteration) {
+void write_model(const std::string& dir, const RoleModel& m, Role role, int64_t iteration, const std::string& run_id) {
   ShardedModel& model = *m.model;
   const auto& layout = model.layout();
   const int rank = model.group().rank();
@@ -56,6 +59,7 @@ void write_model(const std::string& dir, const RoleModel& m, Role role, int64_t 
   w.attribute("config_json", m.spec.config.to_json(architecture, dtype));
   w.attribute("group_size", static_cast<int64_t>(model.group().size()));
   w.attribute("iteration", iteration);
+  w.attribute("run_id", run_id);
   w.attribute("optimizer_steps", m.optimizer ? m.optimizer->steps() : int64_t{0});
   w.close();
 }
@@ -124,7 +128,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     if (!saved_role(rt, role)) continue;
     files.push_back(std::string(role_name(role)) + ".h5");
     // Colocated: one group holds both models and writes them one after the other.
-    if (const RoleModel* m = models.get(role)) write_model(dir, *m, role, iteration);
+    if (const RoleModel* m = models.get(role)) write_model(dir, *m, role, iteration, state.run_id);
   }
 
   auto cpu_states = gather_states(default_generator(torch::kCPU).get_state(), world);
@@ -144,9 +148,12 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     t.emplace_back("reward_moments", torch::tensor({doubles[kMean], doubles[kVar], doubles[kCount]}, torch::kFloat64));
     t.emplace_back("train_seconds", f64(doubles[kSeconds]));
     t.emplace_back("world_size", i64(world.size()));
+    // The model files' own counts, for the cross-check on resume.
+    t.emplace_back("actor_optimizer_steps", i64(ints[kActorSteps]));
+    t.emplace_back("critic_optimizer_steps", i64(ints[kCriticSteps]));
     t.emplace_back("rng_cpu", cpu_states);
     if (cuda_states.defined()) t.emplace_back("rng_cuda", cuda_states);
-    write_tensors_h5(dir + "/trainer.h5", t);
+    write_tensors_h5(dir + "/trainer.h5", t, {{"run_id", state.run_id}});
   }
   files.push_back("trainer.h5");
   watched::barrier(world.comm(), "trainer.h5 written");  // closed before anyone checksums it
@@ -154,6 +161,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
 
   nlohmann::json info;
   info["run_name"] = cfg.run.name;
+  info["run_id"] = state.run_id;
   info["iteration"] = iteration;
   info["world_size"] = world.size();
   info["placement"] = rt.placement.describe();
@@ -198,6 +206,29 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   return out;
 }
 
+std::string new_run_id(const World& world) {
+  std::string id;
+  if (world.rank() == 0) {
+    std::random_device device;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", device(), device(), device(), device());
+    id = buf;
+  }
+  watched::bcast_text(&id, 0, world.comm(), "the run's id");
+  return id;
+}
+
+namespace {
+
+CheckpointNeeds resume_needs(const Runtime& rt) {
+  std::vector<std::string> files;
+  for (Role role : kTrainedRoles)
+    if (saved_role(rt, role)) files.push_back(std::string(role_name(role)) + ".h5");
+  return train_checkpoint_needs("resuming this run", files);
+}
+
+}  // namespace
+
 std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
   const Config& cfg = rt.config;
   const World& world = rt.world;
@@ -211,7 +242,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
     return std::nullopt;
   }
   if (how != "auto") {
-    const auto problems = verify_checkpoint(how, world.comm());
+    const auto problems = verify_checkpoint(how, world.comm(), resume_needs(rt));
     if (!problems.empty()) {
       std::string all;
       for (const auto& p : problems) all += "\n  " + p;
@@ -220,7 +251,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
     return how;
   }
   std::vector<std::string> warnings;
-  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings);
+  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings, resume_needs(rt));
   if (found || list_checkpoint_steps(cfg.run.out).empty()) {
     for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
@@ -266,6 +297,7 @@ TrainerState load_trainer_state(Runtime& rt, const std::string& dir) {
   s.moments.var = moments[1].item<double>();
   s.moments.count = moments[2].item<double>();
   s.train_seconds = f64("train_seconds")[0].item<double>();
+  s.run_id = read_attribute_h5(path, "run_id");
   const int64_t saved_world = i64("world_size");
   if (saved_world == world.size()) {
     auto cpu = read_tensor_h5(path, "rng_cpu");

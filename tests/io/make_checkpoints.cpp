@@ -21,6 +21,10 @@
 // loads a Hugging Face directory with quartet (float32, CPU) and writes its output on IN.h5's
 // input_ids / attention_mask to OUT.h5 ("output"): quartet's side of a comparison where
 // Hugging Face has no class for the head (the GPT-J critic).
+//
+//   io_make_checkpoints recommit STEP_DIR
+// rewrites STEP_DIR's manifest over the files it holds now (tests/rl/check_checkpoint_identity.py:
+// a file swapped in by hand, with a manifest that vouches for it).
 #include <mpi.h>
 #include <torch/torch.h>
 
@@ -298,9 +302,33 @@ int forward_mode(int argc, char** argv) {
   return 0;
 }
 
+// What someone who edits a checkpoint by hand can do: have the manifest vouch again for whatever
+// files the step directory holds now (new sizes and checksums, its description kept).
+int recommit_mode(int argc, char** argv) {
+  QUARTET_CHECK(argc == 3, "usage: io_make_checkpoints recommit STEP_DIR");
+  const std::string step = strip_trailing_slashes(argv[2]);
+  const Manifest m = read_manifest(step);
+  std::vector<std::string> files;
+  for (const std::string& name : list_directory(step))
+    if (name != "manifest.json") files.push_back(name);
+  std::remove((step + "/manifest.json").c_str());
+  const std::string out = parent_directory(parent_directory(step));
+  quartet::detail::commit_checkpoint(out, m.iteration, files, m.info, MPI_COMM_NULL, /*keep=*/1000, /*keep_every=*/0,
+                            m.chunk_bytes);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "recommit") {
+    try {
+      return recommit_mode(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "io_make_checkpoints recommit: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc > 1 && std::string(argv[1]) == "forward") {
     try {
       return forward_mode(argc, argv);

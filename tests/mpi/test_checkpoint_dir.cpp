@@ -295,6 +295,50 @@ TEST(CheckpointDir, VerifyNamesSizesMissingFilesAndIncompleteOrMalformedManifest
   MPI_Barrier(comm());
 }
 
+TEST(CheckpointDir, TheManifestFixesTheSetOfFiles) {
+  const std::string out = fresh_dir("file_set");
+  write_checkpoint(out, 8, {{"actor.h5", 3 * kChunk}, {"trainer.h5", 10}});
+  const std::string dir = step_dir(out, 8);
+  // The reader's files must be listed: critic.h5 is not.
+  CheckpointNeeds needs;
+  needs.reader = "the test reader";
+  needs.files = {"trainer.h5", "critic.h5"};
+  auto problems = verify_checkpoint(dir, comm(), needs);
+  EXPECT_EQ(problems, std::vector<std::string>{"step_8/manifest.json: lists no critic.h5, which the test reader needs"});
+  expect_same_everywhere(joined(problems));
+  // A file the manifest does not list (here under a subdirectory, too) is vouched for by nothing.
+  if (root()) {
+    write_bytes(dir + "/extra.h5", "garbage");
+    make_directories(dir + "/sub");
+    write_bytes(dir + "/sub/more.bin", "more");
+  }
+  MPI_Barrier(comm());
+  problems = verify_checkpoint(dir, comm());
+  EXPECT_EQ(problems, (std::vector<std::string>{"step_8/extra.h5: in the directory, but not in the manifest",
+                                                "step_8/sub/more.bin: in the directory, but not in the manifest"}));
+  expect_same_everywhere(joined(problems));
+  // The consistency check runs once the files are intact, on rank 0, and reaches every rank.
+  if (root()) {
+    remove_tree(dir + "/extra.h5");
+    remove_tree(dir + "/sub");
+  }
+  MPI_Barrier(comm());
+  CheckpointNeeds consistent;
+  consistent.consistent = [](const std::string&, const Manifest& m) {
+    return std::vector<std::string>{"actor.h5: holds iteration 4, the manifest step " + std::to_string(m.iteration)};
+  };
+  problems = verify_checkpoint(dir, comm(), consistent);
+  EXPECT_EQ(problems, std::vector<std::string>{"step_8/actor.h5: holds iteration 4, the manifest step 8"});
+  expect_same_everywhere(joined(problems));
+  std::vector<std::string> warnings;
+  EXPECT_FALSE(find_latest_checkpoint(out, comm(), &warnings, consistent).has_value());
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings[0].find("checkpoint step_8 skipped: step_8/actor.h5: holds iteration 4"), std::string::npos)
+      << warnings[0];
+  EXPECT_TRUE(verify_checkpoint(dir, comm()).empty());
+  MPI_Barrier(comm());
+}
+
 TEST(CheckpointDir, FindLatestFallsBackPastBadCheckpointsWithWarnings) {
   const std::string out = fresh_dir("find");
   std::vector<std::string> warnings;

@@ -22,6 +22,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -66,9 +67,22 @@ void commit_checkpoint(const std::string& out, int64_t iteration, const std::vec
 // quartet::Error naming the file and what is wrong (the field, for a malformed one).
 Manifest read_manifest(const std::string& step_directory);
 
+// What a reader needs of a checkpoint beyond sizes and checksums:
+//   files       the files it will read: each must be listed in the manifest ("step_40/manifest.json:
+//               lists no actor.h5, which <reader> needs");
+//   consistent  run on rank 0 once everything else checks out: what the files say of
+//               themselves against each other and the manifest (each string a problem).
+struct CheckpointNeeds {
+  std::string reader;  // "resuming this run", "inspect": for the messages
+  std::vector<std::string> files;
+  std::function<std::vector<std::string>(const std::string& step_directory, const Manifest& manifest)> consistent;
+};
+
 // Collective over comm (or MPI_COMM_NULL: this process alone, no MPI needed): every problem of
 // one checkpoint, empty when it is complete and intact, the same list in the same order on every
-// rank; names are relative to checkpoints/:
+// rank. The manifest fixes the set of files: one in the directory that it does not list is a
+// problem too ("step_40/actor.h5: in the directory, but not in the manifest"). Names are
+// relative to checkpoints/:
 // "step_40: no manifest.json (the write did not finish)",
 // "step_40/manifest.json: malformed: files[1].bytes: expected a non-negative integer, found \"x\"",
 // "step_40/actor.h5: missing (the manifest lists 2097152 bytes)",
@@ -76,7 +90,8 @@ Manifest read_manifest(const std::string& step_directory);
 // "step_40/actor.h5: bytes 67108864..134217728 do not match their checksum (corrupt)" (or
 // "... cannot be read: <reason>"), at most 3 such ranges per file, then
 // "step_40/actor.h5: and 5 more chunks do not match their checksum".
-std::vector<std::string> verify_checkpoint(const std::string& step_directory, MPI_Comm comm);
+std::vector<std::string> verify_checkpoint(const std::string& step_directory, MPI_Comm comm,
+                                           const CheckpointNeeds& needs = {});
 
 struct FoundCheckpoint {
   std::string dir;
@@ -88,7 +103,8 @@ struct FoundCheckpoint {
 // "checkpoint step_40 skipped: <problem>; <problem>", and one more when `latest` names a step
 // that was skipped or does not exist. nullopt when there is none (a fresh run).
 std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& out, MPI_Comm comm,
-                                                      std::vector<std::string>* warnings);
+                                                      std::vector<std::string>* warnings,
+                                                      const CheckpointNeeds& needs = {});
 
 // N of a directory named step_<N> exactly as step_dir writes it (no sign, no leading zeros);
 // nullopt for any other name ("latest", "step_007", "step_x").

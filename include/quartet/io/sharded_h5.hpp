@@ -81,6 +81,7 @@ class ShardedH5Reader {
   torch::Tensor read_flat(const std::string& dataset, int64_t begin, int64_t count) const;
   // The whole dataset with its shape (CPU, stored dtype).
   torch::Tensor read(const std::string& dataset) const;
+  bool has_attribute(const std::string& name) const;            // root
   std::string string_attribute(const std::string& name) const;  // root; throws if missing
   int64_t int_attribute(const std::string& name) const;         // root; throws if missing
 

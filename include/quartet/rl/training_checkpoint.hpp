@@ -29,7 +29,14 @@ struct TrainerState {
   double kl_coef = 0;
   RunningMoments moments;
   double train_seconds = 0;  // time spent in the loop before this checkpoint (all sessions)
+  // Names the run: made at its fresh start, carried by every file of every checkpoint it writes,
+  // so that a file from another run (or an older checkpoint of one written before it had an id:
+  // "") is told apart. The same on every rank.
+  std::string run_id;
 };
+
+// Collective over the world: a new run's id (random, from rank 0).
+std::string new_run_id(const World& world);
 
 struct CheckpointWrite {
   std::string dir;
@@ -44,9 +51,13 @@ struct CheckpointWrite {
 CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state);
 
 // Collective over the world: where to continue from, following checkpoint.resume (auto: the
-// newest complete checkpoint under run.out, the skipped ones named in warnings; a directory:
-// that one, refused if damaged; never: refused if run.out already holds checkpoints). Rank 0
-// prints what it decided. nullopt: a fresh start.
+// newest intact checkpoint under run.out, the skipped ones named in warnings, and none intact
+// refused unless checkpoint.on_damaged = start_over; a directory: that one, refused if damaged;
+// never: refused if run.out already holds checkpoints). Intact means: sizes and checksums as
+// the manifest says, every file resuming needs listed in it (trainer.h5 and each trained
+// model's file), and the files of one step and one run (their iteration, run id and optimizer
+// step counts agree with trainer.h5 and the manifest). Rank 0 prints what it decided. nullopt:
+// a fresh start.
 std::optional<std::string> choose_resume_checkpoint(Runtime& rt);
 
 // Collective over the world: the state in <dir>/trainer.h5, the same on every rank. This rank's
