@@ -1,6 +1,9 @@
 #include "quartet/dist/runtime.hpp"
 
+#include <ATen/Context.h>
 #include <mpi.h>
+
+#include <mutex>
 
 
 #include "quartet/core/check.hpp"
@@ -28,6 +31,20 @@ std::string read_deck_everywhere(const World& world, const std::string& path, st
   watched::bcast_text(&text, 0, world.comm(), "the deck");
   if (!ok) *error = text;
   return ok ? text : std::string();
+}
+
+// LibTorch seeds its default generators from the operating system's entropy at first use, so a
+// run's recorded generator states (trainer.h5's rng_cpu, rng_cuda) would differ between two
+// runs of one deck. Sampling and shuffling draw from generators of their own, seeded per
+// iteration; anything that still draws from a default one now does so reproducibly too.
+void seed_default_generators(std::uint64_t seed, int rank, const torch::Device& device) {
+  const std::uint64_t mine = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank) + 1;
+  for (const torch::Device d : {torch::Device(torch::kCPU), device}) {
+    if (d.is_cuda() && !d.has_index()) continue;
+    auto gen = at::globalContext().defaultGenerator(d);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(mine);
+  }
 }
 
 }  // namespace
@@ -66,6 +83,7 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
   if (!ok) return nullptr;
 
   if (!device.is_cuda()) configure_cpu_threads(world.local_size());
+  seed_default_generators(config->run.seed, world.rank(), device);
   printf0("quartet %s: %d rank(s), %s backend, %s\n", QUARTET_VERSION, world.size(),
           backend.c_str(), placement.describe().c_str());
   printf0("---- resolved deck (%s) ----\n%s----\n", deck_path.c_str(),

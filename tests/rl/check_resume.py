@@ -4,7 +4,8 @@ bitwise, and the same final weights and optimizer state. Also resharding: a run 
 with the actor on 2 ranks continues on 1 and back on 2.
 
     check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
-SCENARIO: signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double
+SCENARIO: signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double |
+          same_seed (two fresh runs of one deck: the same checkpoint, generator states included)
 (launch, launch_double: the runs go through `quartet launch MPIRUN ...`, and the signals go to it
 as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
@@ -165,6 +166,25 @@ def main():
             f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=384", "layers=4")]
     reference = os.path.join(work, "uninterrupted")
     reference_output = run_to_end(launcher, 3, reference)
+
+    if scenario == "same_seed":
+        again = os.path.join(work, "again")
+        run_to_end(launcher, 3, again)
+        step = os.path.join("checkpoints", f"step_{ITERATIONS}")
+        compared = 0
+        for name in ("trainer.h5", "actor.h5", "critic.h5"):
+            with h5py.File(os.path.join(reference, step, name), "r") as a, h5py.File(os.path.join(again, step, name), "r") as b:
+                keys = []
+                a.visititems(lambda k, v: keys.append(k) if isinstance(v, h5py.Dataset) else None)
+                for k in keys:
+                    if k == "train_seconds":  # wall-clock time
+                        continue
+                    if k not in b or np.asarray(a[k][()]).tobytes() != np.asarray(b[k][()]).tobytes():
+                        fail(f"two fresh runs of one deck differ in {name}:{k}")
+                    compared += 1
+        print(f"check_resume: two fresh runs of one deck: {compared} checkpoint datasets bitwise equal, "
+              "rng_cpu included")
+        return
 
     if scenario == "signals":
         # SIGUSR1 to every rank (Slurm's pre-timeout warning, relayed by srun).
