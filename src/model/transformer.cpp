@@ -1,4 +1,5 @@
 #include "quartet/model/transformer.hpp"
+#include "quartet/model/weight_map.hpp"
 
 #include <torch/torch.h>
 
@@ -669,16 +670,6 @@ const char* base_prefix(Family f) {
   return "model";
 }
 
-// Tensors old checkpoints carry that are not parameters: causal-mask buffers and rotary
-// tables, which quartet computes itself.
-bool is_known_buffer(const std::string& name) {
-  auto ends = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends(".attn.bias") || ends(".attn.masked_bias") || ends(".attention.bias") ||
-         ends(".attention.masked_bias") || ends(".rotary_emb.inv_freq") || ends(".attn.embed_positions");
-}
-
 // POSIX rather than std::filesystem: libtorch.so exports its own copies of std::filesystem's
 // free functions, which may bind in place of libstdc++'s (its remove_all crashes).
 void make_dirs(const std::string& dir) {
@@ -688,12 +679,6 @@ void make_dirs(const std::string& dir) {
     if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
       QUARTET_CHECK(false, part + ": cannot create the directory: " + std::strerror(errno));
   }
-}
-
-bool is_head_tensor(const std::string& name) {
-  for (const char* p : {"lm_head.", "embed_out.", "score.", "classifier."})
-    if (name.rfind(p, 0) == 0) return true;
-  return false;
 }
 
 }  // namespace
@@ -809,6 +794,10 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
     QUARTET_CHECK(S <= cache->max_len, "Transformer: the KV cache holds " + std::to_string(cache->max_len) +
                                            " tokens, " + std::to_string(S) + " needed");
   }
+  // Learned positions end at n_positions; past it the lookup would fail naming nothing.
+  QUARTET_CHECK(c.family != Family::gpt2 || S <= c.max_positions,
+                "Transformer: " + std::to_string(S) + " positions (cached + new tokens), but this gpt2 model has " +
+                    std::to_string(c.max_positions) + " (n_positions)");
   const auto dev = input_ids.device();
 
   // The caller's promise of where padding lies (PaddingLayout) makes causality the whole mask,
@@ -1015,50 +1004,17 @@ NamedTensors TransformerImpl::hf_state() const {
 
 void TransformerImpl::load_hf(const SafetensorsCheckpoint& checkpoint) { load_hf(checkpoint, true); }
 
-void TransformerImpl::load_hf(const SafetensorsCheckpoint& ckpt, bool head_from_checkpoint) {
-  const std::string prefix = std::string(base_prefix(config_.family)) + ".";
-  std::set<std::string> used;
+std::vector<std::string> TransformerImpl::load_hf(const SafetensorsCheckpoint& ckpt, bool head_from_checkpoint) {
+  std::vector<ParamShape> params;
+  for (const auto& item : named_parameters(true)) params.push_back({item.key(), item.value().sizes().vec()});
+  const WeightMap map = map_weights(ckpt, params, config_, head_,
+                                    head_from_checkpoint ? HeadSource::checkpoint : HeadSource::fresh_if_missing);
   torch::NoGradGuard no_grad;
   for (const auto& item : named_parameters(true)) {
-    const std::string& name = item.key();
-    torch::Tensor param = item.value();
-    const bool is_head = name.rfind(prefix, 0) != 0;
-    if (is_head && !head_from_checkpoint) continue;
-    // Where HF may have put it: under its own name; NeoX's LM head as lm_head (transformers 5
-    // renames embed_out on load); base weights without the prefix (files saved from the bare
-    // model, e.g. the original gpt2 upload).
-    std::vector<std::string> candidates{name};
-    if (name == "embed_out.weight") candidates.push_back("lm_head.weight");
-    if (!is_head) candidates.push_back(name.substr(prefix.size()));
-    std::string found;
-    for (const auto& n : candidates)
-      if (ckpt.has(n)) {
-        found = n;
-        break;
-      }
-    QUARTET_CHECK(!found.empty(), ckpt.dir() + ": tensor '" + name + "' is missing (" +
-                                      architecture_name(config_, head_) + ", " + head_name(head_) + " head)");
-    const auto& e = ckpt.entry(found);
-    QUARTET_CHECK(e.shape == param.sizes().vec(),
-                  ckpt.dir() + ": tensor '" + found + "' has shape " + c10::str(c10::IntArrayRef(e.shape)) +
-                      ", the model expects " + c10::str(param.sizes()));
-    param.copy_(ckpt.get(found));
-    used.insert(found);
+    auto it = map.source.find(item.key());
+    if (it != map.source.end()) item.value().copy_(ckpt.get(it->second));
   }
-  std::vector<std::string> extra;
-  for (const auto& n : ckpt.names()) {
-    if (used.count(n) || is_known_buffer(n)) continue;
-    if (config_.tie_word_embeddings && (n == "lm_head.weight" || n == "embed_out.weight")) continue;
-    if (!head_from_checkpoint && is_head_tensor(n)) continue;
-    extra.push_back(n);
-  }
-  if (!extra.empty()) {
-    std::string list;
-    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
-    if (extra.size() > 8) list += ", ... (" + std::to_string(extra.size()) + " in all)";
-    QUARTET_CHECK(false, ckpt.dir() + ": tensors the " + architecture_name(config_, head_) +
-                             " model does not have: " + list);
-  }
+  return map.fresh;
 }
 
 Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype, torch::Device device) {
@@ -1070,12 +1026,12 @@ Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtyp
   auto config = ModelConfig::from_json_file(dir + "/config.json");
   SafetensorsCheckpoint ckpt(dir);
   Transformer model(config, head, torch::TensorOptions().dtype(dtype).device(device), /*random_init=*/false);
-  model->load_hf(ckpt, head_from_checkpoint);
-  if (!head_from_checkpoint) {
-    // The load overwrote everything but the head, which gets HF's initialisation.
+  const std::vector<std::string> fresh = model->load_hf(ckpt, head_from_checkpoint);
+  if (!fresh.empty()) {
+    // A head the checkpoint lacks gets HF's initialisation.
     torch::NoGradGuard no_grad;
     for (const auto& item : model->named_parameters(true)) {
-      if (!is_head_tensor(item.key())) continue;
+      if (std::find(fresh.begin(), fresh.end(), item.key()) == fresh.end()) continue;
       if (item.key().size() > 5 && item.key().compare(item.key().size() - 5, 5, ".bias") == 0)
         item.value().zero_();
       else

@@ -56,26 +56,21 @@ ParamSource source_from_state(const NamedTensors& state) {
 }
 
 ParamSource source_from_checkpoint(std::shared_ptr<SafetensorsCheckpoint> ckpt, const ModelConfig& config,
-                                   Head head) {
-  // The same candidates Transformer::load_hf tries: the name itself, NeoX's embed_out saved as
-  // lm_head, base weights saved without the base-model prefix.
-  Transformer probe(config, head, torch::TensorOptions().device(torch::kMeta), false);
-  const std::string prefix = probe->block_prefix(0).substr(0, probe->block_prefix(0).find('.') + 1);
-  return [ckpt, prefix, config, head](const std::string& name, const std::vector<int64_t>& shape,
-                                      int64_t begin, int64_t count) {
-    std::vector<std::string> candidates{name};
-    if (name == "embed_out.weight") candidates.push_back("lm_head.weight");
-    if (name.rfind(prefix, 0) == 0) candidates.push_back(name.substr(prefix.size()));
-    for (const auto& n : candidates) {
-      if (!ckpt->has(n)) continue;
-      const auto& e = ckpt->entry(n);
-      QUARTET_CHECK(e.shape == shape, ckpt->dir() + ": tensor '" + n + "' has shape " +
-                                          c10::str(c10::IntArrayRef(e.shape)) + ", the model expects " +
-                                          c10::str(c10::IntArrayRef(shape)));
-      return ckpt->get(n).reshape({-1}).narrow(0, begin, count);
+                                   Head head, HeadSource head_source, ParamSource fresh, WeightMap* map_out) {
+  // Checked in full here, before the model is built: the rules Transformer::load_hf uses.
+  auto map = std::make_shared<WeightMap>(map_weights(*ckpt, config, head, head_source));
+  QUARTET_CHECK(map->fresh.empty() || fresh, ckpt->dir() + ": " + map->note() + ", but no fresh values were given");
+  if (map_out) *map_out = *map;
+  return [ckpt, map, fresh](const std::string& name, const std::vector<int64_t>& shape, int64_t begin,
+                            int64_t count) {
+    auto it = map->source.find(name);
+    if (it == map->source.end()) {
+      QUARTET_CHECK(std::find(map->fresh.begin(), map->fresh.end(), name) != map->fresh.end(),
+                    ckpt->dir() + ": the model asks for '" + name + "', which the weight map does not know");
+      return fresh(name, shape, begin, count);
     }
-    QUARTET_CHECK(false, ckpt->dir() + ": tensor '" + name + "' is missing (" + architecture_name(config, head) + ")");
-    return torch::Tensor();
+    if (count == 0) return torch::empty({0});  // names, shapes and dtypes are checked already
+    return ckpt->get(it->second).reshape({-1}).narrow(0, begin, count);
   };
 }
 

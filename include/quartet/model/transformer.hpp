@@ -99,13 +99,14 @@ class TransformerImpl : public torch::nn::Module {
   Head head() const { return head_; }
   // Every parameter under its Hugging Face name (tied embeddings appear once, as HF saves them).
   NamedTensors hf_state() const;
-  // Copies every weight from the checkpoint; a missing tensor or a shape mismatch is a
-  // quartet::Error naming the tensor and the checkpoint directory.
+  // Copies every weight from the checkpoint by model/weight_map.hpp's rules; a missing,
+  // unexpected, misshapen or integer tensor is a quartet::Error naming the tensors and the
+  // checkpoint directory.
   void load_hf(const SafetensorsCheckpoint& checkpoint);
-  // head_from_checkpoint = false: the head keeps its current weights and the checkpoint's head
-  // tensors (lm_head, embed_out, score, classifier) are ignored, e.g. a critic started from a
-  // causal LM or a reward model.
-  void load_hf(const SafetensorsCheckpoint& checkpoint, bool head_from_checkpoint);
+  // head_from_checkpoint = false: a head the checkpoint does not hold whole keeps its current
+  // weights and the checkpoint's other head tensors are not read (a critic started from a
+  // causal LM). Returns the parameters that kept their weights.
+  std::vector<std::string> load_hf(const SafetensorsCheckpoint& checkpoint, bool head_from_checkpoint);
 
  private:
   struct Impl;
@@ -118,8 +119,8 @@ TORCH_MODULE(Transformer);
 // A model directory (config.json + safetensors) loaded with the given head, dtype and device.
 Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype,
                        torch::Device device);
-// head_from_checkpoint = false: the head is freshly initialised (normal(0, initializer_range),
-// zero bias) instead of read, and other heads' tensors in the checkpoint are ignored.
+// head_from_checkpoint = false: a head the checkpoint lacks is freshly initialised
+// (normal(0, initializer_range), zero bias), and other heads' tensors in it are not read.
 Transformer load_model(const std::string& dir, Head head, torch::ScalarType dtype,
                        torch::Device device, bool head_from_checkpoint);
 // config.json (with the head's architecture name) and safetensors, as HF would save them.

@@ -28,6 +28,7 @@
 #include "quartet/dist/collectives.hpp"
 #include "quartet/model/safetensors.hpp"
 #include "quartet/model/transformer.hpp"
+#include "quartet/model/weight_map.hpp"
 #include "quartet/shard/flat_layout.hpp"
 
 namespace quartet {
@@ -52,10 +53,13 @@ struct ShardOptions {
 // (ParamSource is declared in flat_layout.hpp, beside probe_source and fill_shard.)
 // From complete tensors by name (e.g. an unsharded model's hf_state()).
 ParamSource source_from_state(const NamedTensors& state);
-// From a Hugging Face checkpoint, with the names Transformer::load_hf accepts (memory-mapped:
-// only the slices read are touched). A missing tensor or shape mismatch names both.
-ParamSource source_from_checkpoint(std::shared_ptr<SafetensorsCheckpoint> checkpoint,
-                                   const ModelConfig& config, Head head);
+// From a Hugging Face checkpoint (memory-mapped: only the slices read are touched), by the rules
+// Transformer::load_hf follows (model/weight_map.hpp), all checked when this is called. With
+// HeadSource::fresh_if_missing a head the checkpoint lacks comes from `fresh`; `map`, when
+// given, receives what was found, so that the caller can say which head starts fresh.
+ParamSource source_from_checkpoint(std::shared_ptr<SafetensorsCheckpoint> checkpoint, const ModelConfig& config,
+                                   Head head, HeadSource head_source = HeadSource::checkpoint,
+                                   ParamSource fresh = {}, WeightMap* map = nullptr);
 // Hugging Face's random initialisation (normal(0, initializer_range) for matrices, ones for
 // norm weights, zeros for biases, a zero padding row for Llama's embedding), the same on every
 // rank for a seed: each parameter is drawn whole on `device` from its own seeded generator.
