@@ -1,5 +1,6 @@
 #include "quartet/core/deck.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <set>
@@ -162,6 +163,12 @@ Deck::Deck(std::string name, std::string text, const std::vector<std::string>& o
   store(text_);
   po::notify(values_);
   for (const auto& opt : schema.options()) key_order_.push_back(opt->long_name());
+  // Numbers are finite: inf or nan would slip through every range check written as a
+  // comparison (nan >= 0 is false, but inf >= 0 is true) and reach the run.
+  for (const auto& [key, value] : values_) {
+    const double* number = boost::any_cast<double>(&value.value());
+    if (number && !std::isfinite(*number)) fail(key, "is " + any_to_string(value.value()) + ": expected a finite number");
+  }
 }
 
 bool Deck::given(const std::string& key) const {

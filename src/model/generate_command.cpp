@@ -12,6 +12,7 @@
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer.hpp"
+#include "quartet/model/weight_map.hpp"
 
 namespace quartet {
 namespace {
@@ -23,6 +24,25 @@ struct Plan {
   std::vector<int64_t> stop_ids;
   int64_t pad_id = 0;
 };
+
+// The model loads (its weights by model/weight_map.hpp's rules, headers only), takes the
+// tokenizer's ids and every prompt with its new tokens: refused up front on every rank alike,
+// naming the tensor, the file or the prompt, rather than failing inside an embedding lookup.
+void check_model_fits_prompts(const Config& cfg, const Plan& plan) {
+  const ModelConfig model = ModelConfig::from_json_file(cfg.actor.path + "/config.json");
+  map_weights(SafetensorsCheckpoint(cfg.actor.path), model, Head::causal_lm, HeadSource::checkpoint);
+  const std::string misfit = tokenizer_misfit(*plan.tokenizer, model);
+  if (!misfit.empty()) cfg.deck.fail("model.actor.path", "is '" + cfg.actor.path + "': " + misfit);
+  const int64_t limit = model.position_limit();
+  for (size_t i = 0; i < plan.prompts.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(plan.tokenizer->encode(plan.prompts[i].text).size());
+    if (n + cfg.rollout.max_new_tokens > limit)
+      cfg.deck.fail("rollout.max_new_tokens",
+                    "is " + std::to_string(cfg.rollout.max_new_tokens) + ", and the prompt on " + cfg.rollout.prompts +
+                        ":" + std::to_string(plan.prompts[i].line) + " has " + std::to_string(n) + " tokens: together more than the " +
+                        std::to_string(limit) + " learned positions (n_positions) of " + cfg.actor.path);
+  }
+}
 
 }  // namespace
 
@@ -44,6 +64,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
       plan.stop_ids.push_back(*id);
     }
     plan.pad_id = plan.tokenizer->pad_id.value_or(plan.tokenizer->eos_id.value_or(0));
+    check_model_fits_prompts(cfg, plan);
   });
   if (!ok) return 2;
 

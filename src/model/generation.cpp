@@ -235,6 +235,10 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
 
   const auto dev = prompt.device();
   const int64_t B = prompt.size(0), T = prompt.size(1), N = params.max_new_tokens, L = T + N;
+  QUARTET_CHECK(L <= model->config().position_limit(),
+                "generate: a " + std::to_string(T) + "-token prompt and " + std::to_string(N) +
+                    " new tokens need " + std::to_string(L) + " positions, but the model has " +
+                    std::to_string(model->config().position_limit()) + " (n_positions)");
   auto tokens = prompt.to(torch::kLong);
   auto mask = prompt_mask.to(dev).to(torch::kLong);
   Generation g;

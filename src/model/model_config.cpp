@@ -30,6 +30,8 @@ struct Reader {
   }
 
   static int64_t as_int(const json& v, const std::string& key, const Reader& r) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      r.bad(key, v.dump() + " is out of range (at most 2^63 - 1)");
     if (v.is_number_integer()) return v.get<int64_t>();
     // Some writers emit integral values as 4096.0.
     if (v.is_number_float()) {
@@ -176,6 +178,10 @@ int64_t read_window(const Reader& r, int64_t absent_default) {
 void read_qwen2_window(const Reader& r, ModelConfig& c) {
   const bool use = r.opt_bool("use_sliding_window", false);
   c.sliding_window = use ? read_window(r, 4096) : 0;
+  // One flag per layer, before complete() has checked the count.
+  if (c.num_layers < 1 || c.num_layers > kMaxModelLayers)
+    r.bad("num_hidden_layers", "must be in 1 .. " + std::to_string(kMaxModelLayers) + ", got " +
+                                   std::to_string(c.num_layers));
   c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
   if (r.present("layer_types")) {
     const json& lt = r.j.at("layer_types");
@@ -325,6 +331,51 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   return c;
 }
 
+void ModelConfig::check_sizes(const std::string& name) const {
+  // Kernels index rows and columns with 32-bit integers, and a tensor's byte size must fit in
+  // 64 bits: a size past these is a typo or a damaged file, refused before anything is built.
+  const std::pair<const char*, int64_t> dims[] = {
+      {"vocab_size", vocab_size},          {"hidden_size", hidden_size},
+      {"num_hidden_layers", num_layers},   {"num_attention_heads", num_heads},
+      {"num_key_value_heads", num_kv_heads}, {"head_dim", head_dim},
+      {"intermediate_size", intermediate_size}, {"max_position_embeddings", max_positions}};
+  for (const auto& [key, value] : dims)
+    QUARTET_CHECK(value < kMaxModelDim, name + ": " + key + " " + std::to_string(value) +
+                                            " is larger than any model's (at most 2^31 - 1)");
+  // Each layer is a module of its own and each head dimension a rotary frequency: counts past
+  // these would take minutes and gigabytes to build before the memory plan could refuse them.
+  QUARTET_CHECK(num_layers <= kMaxModelLayers, name + ": num_hidden_layers " + std::to_string(num_layers) +
+                                                   " is more than any model has (at most " +
+                                                   std::to_string(kMaxModelLayers) + ")");
+  QUARTET_CHECK(head_dim <= kMaxHeadDim, name + ": head_dim " + std::to_string(head_dim) +
+                                             " is larger than any model's (at most " + std::to_string(kMaxHeadDim) + ")");
+  // The parameter count, in floating point so that it cannot overflow.
+  const long double h = hidden_size, q = num_heads * static_cast<long double>(head_dim ? head_dim : hidden_size / num_heads);
+  const long double per_layer = 4 * h * q + 3 * h * intermediate_size;
+  const long double params = 2 * h * vocab_size + num_layers * per_layer + h * max_positions;
+  QUARTET_CHECK(params <= kMaxModelParameters,
+                name + ": the sizes (vocab_size " + std::to_string(vocab_size) + ", hidden_size " +
+                    std::to_string(hidden_size) + ", " + std::to_string(num_layers) + " layers, intermediate_size " +
+                    std::to_string(intermediate_size) + ") make about " +
+                    std::to_string(static_cast<double>(params)) + " parameters, more than any model (2^44)");
+}
+
+void ModelConfig::check_token_ids(const std::string& name) const {
+  auto in_vocab = [&](const char* key, int64_t id) {
+    QUARTET_CHECK(id >= 0 && id < vocab_size, name + ": " + key + " " + std::to_string(id) +
+                                                  " is not a token of the vocabulary (0 .. " +
+                                                  std::to_string(vocab_size - 1) + ")");
+  };
+  if (bos_token_id) in_vocab("bos_token_id", *bos_token_id);
+  if (eos_token_id) in_vocab("eos_token_id", *eos_token_id);
+  if (pad_token_id) in_vocab("pad_token_id", *pad_token_id);
+  for (int64_t id : eos_token_ids) in_vocab("eos_token_id", id);
+}
+
+int64_t ModelConfig::position_limit() const {
+  return family == Family::gpt2 ? max_positions : std::numeric_limits<int64_t>::max();
+}
+
 void ModelConfig::complete(const std::string& name) {
   auto need = [&](bool ok, const std::string& what) { QUARTET_CHECK(ok, name + ": " + what); };
   Architectures arch{};
@@ -339,6 +390,7 @@ void ModelConfig::complete(const std::string& name) {
   need(hidden_size > 0, "hidden_size must be positive");
   need(num_layers > 0, "num_hidden_layers must be positive");
   need(num_heads > 0, "num_attention_heads must be positive");
+  check_sizes(name);
   if (family != Family::llama || head_dim == 0)
     need(hidden_size % num_heads == 0, "hidden_size " + std::to_string(hidden_size) +
                                            " is not a multiple of num_attention_heads " +
@@ -397,6 +449,7 @@ void ModelConfig::complete(const std::string& name) {
   }
   if (family == Family::gptj) parallel_residual = true;
   if (family == Family::gpt2) parallel_residual = false;
+  check_token_ids(name);
   for (const char* ok : {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
     if (activation == ok) return;
   need(false, "activation '" + activation + "' is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");

@@ -155,6 +155,13 @@ ModelSpec resolve_model(const Config& config, Role role) {
   return spec;
 }
 
+std::string tokenizer_misfit(const Tokenizer& tokenizer, const ModelConfig& config) {
+  if (tokenizer.vocab_size() <= config.vocab_size) return "";
+  return "the tokenizer has " + std::to_string(tokenizer.vocab_size()) + " tokens but the model's vocab_size is " +
+         std::to_string(config.vocab_size) + ": ids " + std::to_string(config.vocab_size) +
+         " and above have no embedding (a tokenizer of another model?)";
+}
+
 std::vector<int64_t> unit_parameter_counts(const ModelConfig& config, Head head) {
   Transformer model(config, head, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kMeta),
                     /*random_init=*/false);

@@ -176,15 +176,23 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
       return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
     });
+    // The tensors tile the data section exactly, as the safetensors library requires: no
+    // overlap, no hole, nothing after the last tensor (bytes appended to a file, or a file
+    // spliced from two, are refused rather than ignored).
     const SafetensorsEntry* reach = nullptr;  // the non-empty tensor reaching furthest so far
     for (const auto& e : entries_) {
       if (e.begin == e.end) continue;
-      QUARTET_CHECK(!reach || e.begin >= reach->end, path + ": tensors '" + reach->name + "' " +
-                                                         range_str(reach->begin, reach->end) +
-                                                         " and '" + e.name + "' " +
-                                                         range_str(e.begin, e.end) + " overlap");
-      if (!reach || e.end > reach->end) reach = &e;
+      const std::uint64_t covered = reach ? reach->end : 0;
+      QUARTET_CHECK(e.begin >= covered, path + ": tensors '" + reach->name + "' " + range_str(reach->begin, reach->end) +
+                                            " and '" + e.name + "' " + range_str(e.begin, e.end) + " overlap");
+      QUARTET_CHECK(e.begin == covered, path + ": bytes " + range_str(covered, e.begin) +
+                                            " of the data section belong to no tensor (before '" + e.name + "')");
+      reach = &e;
     }
+    const std::uint64_t covered = reach ? reach->end : 0;
+    QUARTET_CHECK(covered == data_size, path + ": bytes " + range_str(covered, data_size) +
+                                            " of the data section follow the last tensor and belong to none "
+                                            "(bytes appended to the file?)");
     for (std::size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
   } catch (...) {
     if (map_) ::munmap(const_cast<std::uint8_t*>(map_), size_);

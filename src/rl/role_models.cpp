@@ -1,5 +1,7 @@
 #include "quartet/rl/role_models.hpp"
 
+#include <cstdio>
+
 #include "quartet/core/check.hpp"
 #include "quartet/io/sharded_h5.hpp"
 
@@ -18,6 +20,12 @@ std::uint64_t weight_seed(const Config& config, Role role) {
     case Role::reward: return base + 3;
   }
   return base;
+}
+
+// Only a critic may start its value head fresh (from a causal LM: the value head is new); the
+// frozen reward model must bring its own, and the actor and reference theirs.
+HeadSource head_source_of(Role role) {
+  return role == Role::critic ? HeadSource::fresh_if_missing : HeadSource::checkpoint;
 }
 
 }  // namespace
@@ -49,21 +57,17 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     } else if (rm->spec.random) {
       source = source_random(rm->spec.config, weight_seed(config, role), device);
     } else {
+      // Every role loads by the same rules as generate (model/weight_map.hpp).
       auto ckpt = std::make_shared<SafetensorsCheckpoint>(rm->spec.dir);
-      source = source_from_checkpoint(ckpt, rm->spec.config, rm->spec.head);
-    }
-    // A critic started from a causal LM (or a reward model) keeps a fresh value head: the
-    // checkpoint's head tensors have other shapes and names.
-    if (!saved && !rm->spec.random && rm->spec.head != Head::causal_lm) {
-      auto fallback = source_random(rm->spec.config, weight_seed(config, role), device);
-      auto ckpt_source = source;
-      auto ckpt = std::make_shared<SafetensorsCheckpoint>(rm->spec.dir);
-      source = [ckpt_source, fallback, ckpt](const std::string& name, const std::vector<int64_t>& shape,
-                                             int64_t begin, int64_t count) {
-        const bool head = name.rfind("score.", 0) == 0 || name.rfind("classifier.", 0) == 0;
-        if (head && !ckpt->has(name)) return fallback(name, shape, begin, count);
-        return ckpt_source(name, shape, begin, count);
-      };
+      const HeadSource heads = head_source_of(role);
+      WeightMap map;
+      source = source_from_checkpoint(ckpt, rm->spec.config, rm->spec.head, heads,
+                                      heads == HeadSource::fresh_if_missing
+                                          ? source_random(rm->spec.config, weight_seed(config, role), device)
+                                          : ParamSource{},
+                                      &map);
+      if (g.rank == 0 && !map.note().empty())
+        std::printf("train: the %s (%s) %s\n", role_name(role), rm->spec.dir.c_str(), map.note().c_str());
     }
     rm->model = std::make_unique<ShardedModel>(rm->spec.config, rm->spec.head, *rm->group, so, source);
     if (rm->spec.trained) {
@@ -89,6 +93,31 @@ std::unique_ptr<Tokenizer> run_tokenizer(const Config& config) {
   const ModelSpec actor = resolve_model(config, Role::actor);
   if (actor.random) return make_builtin_tokenizer();
   return load_model_tokenizer(actor.dir);
+}
+
+void check_models_fit_run(const Config& config, const Placement& placement, const Tokenizer& tokenizer) {
+  const int64_t positions = int64_t(config.rollout.max_prompt_tokens) + config.rollout.max_new_tokens;
+  for (Role role : kAllRoles) {
+    if (!placement.has(role) || !has_model(config, role)) continue;
+    const ModelSpec spec = resolve_model(config, role);
+    const std::string key = "model." + std::string(role_name(role)) + ".path";
+    const std::string misfit = tokenizer_misfit(tokenizer, spec.config);
+    if (!misfit.empty()) config.deck.fail(key, "is '" + model_section(config, role).path + "': " + misfit);
+    if (!spec.dir.empty()) {
+      // The weights by the rules the build will apply, headers only: refused here, on every
+      // rank alike, rather than by one group while the others wait.
+      try {
+        map_weights(SafetensorsCheckpoint(spec.dir), spec.config, spec.head, head_source_of(role));
+      } catch (const Error& e) {
+        config.deck.fail(key, "is '" + spec.dir + "': " + e.what());
+      }
+    }
+    if (positions > spec.config.position_limit())
+      config.deck.fail(key, "is '" + model_section(config, role).path + "', a model of " +
+                                std::to_string(spec.config.position_limit()) +
+                                " learned positions (n_positions), but rollout.max_prompt_tokens + "
+                                "rollout.max_new_tokens = " + std::to_string(positions));
+  }
 }
 
 }  // namespace quartet

@@ -319,7 +319,17 @@ int Trainer::run() {
     }
     if (!rt_.placement.has(Role::reference) && al_.kl_coef > 0)
       cfg_.deck.fail("placement.reference", "is 0, but algorithm.kl_coef > 0 needs the reference model");
+    // A minibatch is drawn from one actor rank's sequences of an iteration: a larger one is
+    // not what the deck asks for (it would silently be the whole batch).
+    const int64_t rows = int64_t(cfg_.rollout.batch) * al_.samples_per_prompt;
+    if (al_.minibatch > rows)
+      cfg_.deck.fail("algorithm.minibatch", "is " + std::to_string(al_.minibatch) + ", more than the " +
+                                                std::to_string(rows) + " sequences an actor rank has each iteration "
+                                                "(rollout.batch " + std::to_string(cfg_.rollout.batch) +
+                                                " x algorithm.samples_per_prompt " +
+                                                std::to_string(al_.samples_per_prompt) + ")");
     tokenizer_ = run_tokenizer(cfg_);
+    check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, world.size(), world.local_size());
     check_plan(plan);

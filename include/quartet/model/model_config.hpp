@@ -63,6 +63,19 @@ struct ModelConfig {
   // config.json text as Hugging Face writes it for this family, with "architectures":
   // [architecture] and the dtype ("float32", "bfloat16", ...).
   std::string to_json(const std::string& architecture, const std::string& dtype) const;
+  // The most positions a sequence may have: n_positions for learned absolute positions (gpt2),
+  // unbounded for rotary models (HF also runs them past max_position_embeddings).
+  int64_t position_limit() const;
+
+ private:
+  void check_sizes(const std::string& name) const;      // each dimension and the parameter count
+  void check_token_ids(const std::string& name) const;  // bos/eos/pad inside the vocabulary
 };
+
+// Limits no real model comes near; past them sizes overflow before anything could say why.
+constexpr int64_t kMaxModelDim = int64_t(1) << 31;           // one dimension (exclusive)
+constexpr int64_t kMaxModelLayers = 1024;
+constexpr int64_t kMaxHeadDim = 65536;
+constexpr long double kMaxModelParameters = 17592186044416.0L;  // 2^44 parameters
 
 }  // namespace quartet

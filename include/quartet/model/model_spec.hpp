@@ -55,6 +55,11 @@ bool has_model(const Config& config, Role role);
 // or sizes that do not fit together are DeckErrors naming model.<role>.path (or the size key).
 ModelSpec resolve_model(const Config& config, Role role);
 
+// "" when every id `tokenizer` can produce has a row in the embedding of a model of `config`,
+// else what does not fit (a tokenizer larger than the model's vocab_size would fail inside the
+// embedding lookup, naming nothing).
+std::string tokenizer_misfit(const Tokenizer& tokenizer, const ModelConfig& config);
+
 // Exact parameter counts per sharding unit: [0] = root (embeddings, position embeddings, final
 // norm, head: everything outside the blocks), [1 + i] = block i. Counted on a model built on the
 // meta device, so nothing is allocated whatever the size.

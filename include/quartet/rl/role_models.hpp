@@ -41,5 +41,10 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
 
 // The tokenizer of the run: the actor's model directory's, or the built-in character one.
 std::unique_ptr<Tokenizer> run_tokenizer(const Config& config);
+// Every model the run builds (a role with ranks and a model) can be loaded (its weights by
+// model/weight_map.hpp's rules, headers only), takes the run's token ids and its sequences
+// (rollout.max_prompt_tokens + rollout.max_new_tokens positions); a DeckError naming
+// model.<role>.path otherwise.
+void check_models_fit_run(const Config& config, const Placement& placement, const Tokenizer& tokenizer);
 
 }  // namespace quartet
