@@ -11,11 +11,13 @@ as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
 """
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import h5py
@@ -24,6 +26,7 @@ import numpy as np
 ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
 EXIT_RESUBMIT, EXIT_STOPPED = 75, 76
 ITERATIONS = 24
+RUN_SECONDS = 150  # one run of train; past it the run is taken as hung
 EXTRA = []  # deck settings every run of the scenario shares
 # Timing and throughput differ between any two runs; everything else must not.
 UNTIMED = lambda name: not name.startswith("time_") and name != "tokens_per_s"
@@ -40,7 +43,9 @@ class Train:
         self.cmd = launcher + [str(np_), QUARTET, "train", "inputs/demo.deck"]
         # Later settings of a key replace earlier ones (a deck refuses a key given twice).
         settings = {}
-        for s in [f"run.iterations={ITERATIONS}", f"run.out={out}", "checkpoint.every=4", "checkpoint.keep=3"] + EXTRA + list(sets):
+        # A stalled collective aborts, naming the ranks, well inside the test's time.
+        for s in [f"run.iterations={ITERATIONS}", f"run.out={out}", "checkpoint.every=4", "checkpoint.keep=3",
+                  "dist.watchdog_timeout=60"] + EXTRA + list(sets):
             key, value = s.split("=", 1)
             settings[key] = value
         for key, value in settings.items():
@@ -49,22 +54,54 @@ class Train:
         # A session of its own: a signal to its process group is what a terminal's Ctrl-C sends.
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                      start_new_session=True)
+        # Lines arrive through a queue, so that a run that stops printing is noticed.
+        self.queue = queue.Queue()
+        self.deadline = time.monotonic() + RUN_SECONDS
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.queue.put(line)
+        self.queue.put(None)
+
+    def _lines(self):
+        """The run's output lines as they come; a run past its deadline is a hang."""
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.1, self.deadline - time.monotonic()))
+            except queue.Empty:
+                self._hung()
+            if line is None:
+                return
+            self.lines.append(line)
+            sys.stdout.write(line)
+            yield line
+
+    def _hung(self):
+        """Every rank's stacks (gdb, where there is one), then the whole job killed, then fail."""
+        stacks = ""
+        if shutil.which("gdb"):
+            for pid in self.ranks():
+                p = subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex", "thread apply all bt 12"],
+                                   capture_output=True, text=True, timeout=60)
+                stacks += f"--- rank process {pid}:\n" + "\n".join(
+                    ln for ln in p.stdout.splitlines() if ln.startswith(("#", "Thread"))) + "\n"
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        fail(f"{' '.join(self.cmd)} still ran after {RUN_SECONDS} s; its last output:\n"
+             f"{''.join(self.lines[-30:])}\nits ranks' stacks:\n{stacks}")
 
     def wait_for_iteration(self, n):
         """Reads output until iteration n is reported."""
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            sys.stdout.write(line)
+        for line in self._lines():
             m = ITER.match(line)
             if m and int(m.group(1)) >= n:
                 return
         fail(f"the run ended before iteration {n}:\n{''.join(self.lines[-20:])}")
 
-    def finish(self, timeout=240):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            sys.stdout.write(line)
-        self.proc.wait(timeout=timeout)
+    def finish(self):
+        for _ in self._lines():
+            pass
+        self.proc.wait(timeout=60)
         return self.proc.returncode
 
     def output(self):
@@ -435,4 +472,5 @@ def main():
 
 
 if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)  # under ctest stdout is a pipe: show lines as they come
     main()
