@@ -250,9 +250,12 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
     }
     return how;
   }
+  // Listed before the collective search: once it returns, rank 0 may move the checkpoints
+  // aside, and a rank listing later would find none and take the run for a fresh one.
+  const bool any_checkpoint = !list_checkpoint_steps(cfg.run.out).empty();
   std::vector<std::string> warnings;
   auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings, resume_needs(rt));
-  if (found || list_checkpoint_steps(cfg.run.out).empty()) {
+  if (found || !any_checkpoint) {
     for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
