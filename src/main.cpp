@@ -4,20 +4,20 @@
 #include <cstdio>
 #include <exception>
 
+#include "quartet/commands/export_command.hpp"
+#include "quartet/commands/generate_command.hpp"
+#include "quartet/commands/inspect_command.hpp"
+#include "quartet/commands/launch_command.hpp"
+#include "quartet/commands/plan_command.hpp"
+#include "quartet/commands/selfcheck_command.hpp"
+#include "quartet/commands/sweep_command.hpp"
+#include "quartet/commands/tokenize_command.hpp"
+#include "quartet/commands/train_command.hpp"
 #include "quartet/core/cli.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
-#include "quartet/dist/launch_command.hpp"
 #include "quartet/dist/runtime.hpp"
-#include "quartet/dist/selfcheck.hpp"
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/io/export_command.hpp"
-#include "quartet/io/inspect_command.hpp"
-#include "quartet/io/sweep_command.hpp"
-#include "quartet/model/generate_command.hpp"
-#include "quartet/model/tokenize_command.hpp"
-#include "quartet/rl/trainer.hpp"
-#include "quartet/shard/plan_command.hpp"
 
 namespace {
 

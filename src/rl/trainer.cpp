@@ -784,7 +784,7 @@ int Trainer::run() {
 
 }  // namespace
 
-int run_train(Runtime& runtime, const CommandLine&) {
+int train(Runtime& runtime) {
   Trainer trainer(runtime);
   return trainer.run();
 }

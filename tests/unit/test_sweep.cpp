@@ -12,7 +12,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/core/files.hpp"
-#include "quartet/io/sweep_command.hpp"
+#include "quartet/commands/sweep_command.hpp"
 
 using namespace quartet;
 

@@ -1,5 +1,5 @@
 #pragma once
-// `quartet train DECK`: the RLHF loop. One iteration, disjoint placement (DESIGN.md):
+// The RLHF loop of `quartet train DECK`. One iteration, disjoint placement (DESIGN.md):
 //   generate   actor ranks draw prompts, gather the actor's full weights once (hybrid engine),
 //              sample completions with the KV cache, and record their own log-probs;
 //   score      rollouts go over MPI to the reference (log-probs), reward (scores) and critic
@@ -10,11 +10,12 @@
 //   train      actor and critic update at the same time on their own groups.
 // Colocated placement runs the same phases on every rank in turn, parking the models a phase
 // does not use in host memory. Rank 0 prints one line per iteration.
-#include "quartet/core/cli.hpp"
 #include "quartet/dist/runtime.hpp"
 
 namespace quartet {
 
-int run_train(Runtime& runtime, const CommandLine& command_line);
+// The whole run of the runtime's deck; the exit status (0, or kExitResubmit / kExitStopped when
+// stopped early, 2 for a deck refused before any model was built).
+int train(Runtime& runtime);
 
 }  // namespace quartet

@@ -1,4 +1,4 @@
-#include "quartet/dist/launch_command.hpp"
+#include "quartet/commands/launch_command.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "quartet/io/inspect_command.hpp"
+#include "quartet/commands/inspect_command.hpp"
 
 #include <cstdio>
 

@@ -1,6 +1,6 @@
 // `quartet sweep`: the sweep file is read and every combination checked as a whole deck before
 // any file is written, so a refused sweep leaves nothing half-made behind.
-#include "quartet/io/sweep_command.hpp"
+#include "quartet/commands/sweep_command.hpp"
 
 #include <algorithm>
 #include <cstdio>

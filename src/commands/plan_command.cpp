@@ -1,4 +1,4 @@
-#include "quartet/shard/plan_command.hpp"
+#include "quartet/commands/plan_command.hpp"
 
 #include <iostream>
 

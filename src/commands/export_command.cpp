@@ -1,4 +1,4 @@
-#include "quartet/io/export_command.hpp"
+#include "quartet/commands/export_command.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "quartet/model/generate_command.hpp"
+#include "quartet/commands/generate_command.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "quartet/dist/selfcheck.hpp"
+#include "quartet/commands/selfcheck_command.hpp"
 
 #include <torch/types.h>
 

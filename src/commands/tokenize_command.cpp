@@ -1,4 +1,4 @@
-#include "quartet/model/tokenize_command.hpp"
+#include "quartet/commands/tokenize_command.hpp"
 
 #include <iostream>
 #include <sstream>
