@@ -73,12 +73,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
   if (actor.member()) {
     auto model = load_model(cfg.actor.path, Head::causal_lm, dtype_from_name(cfg.actor.dtype), rt.device);
     model->eval();
-    SamplingParams params;
-    params.temperature = cfg.rollout.temperature;
-    params.top_k = cfg.rollout.top_k;
-    params.top_p = cfg.rollout.top_p;
-    params.max_new_tokens = cfg.rollout.max_new_tokens;
-    params.min_new_tokens = cfg.rollout.min_new_tokens;
+    SamplingParams params = sampling_params(cfg.rollout);
     params.stop_ids = plan.stop_ids;
     params.pad_id = plan.pad_id;
     params.vocab_limit = plan.tokenizer->vocab_size();  // never an id the tokenizer cannot decode

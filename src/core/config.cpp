@@ -8,6 +8,48 @@ namespace po = boost::program_options;
 
 namespace quartet {
 
+namespace {
+
+// A choice key's values as the deck spells them: parsed once into the enum when the deck is
+// loaded, named back from the same table.
+template <class E>
+struct Named {
+  const char* name;
+  E value;
+};
+constexpr Named<Algorithm> kAlgorithms[] = {
+    {"ppo", Algorithm::ppo}, {"grpo", Algorithm::grpo}, {"rloo", Algorithm::rloo}, {"reinforce++", Algorithm::reinforce_pp}};
+constexpr Named<KlEstimator> kKlEstimators[] = {{"k1", KlEstimator::k1}, {"k2", KlEstimator::k2}, {"k3", KlEstimator::k3}};
+constexpr Named<KlControl> kKlControllers[] = {{"fixed", KlControl::fixed}, {"adaptive", KlControl::adaptive}};
+
+template <class E, size_t N>
+std::string choices(const Named<E> (&table)[N]) {
+  std::string list;
+  for (const auto& n : table) list += (list.empty() ? "" : " | ") + std::string(n.name);
+  return list;
+}
+
+template <class E, size_t N>
+E choose(const Deck& deck, const std::string& key, const Named<E> (&table)[N]) {
+  const std::string value = deck.get<std::string>(key);
+  for (const auto& n : table)
+    if (value == n.name) return n.value;
+  deck.fail(key, "is '" + value + "'; expected one of: " + choices(table));
+}
+
+template <class E, size_t N>
+const char* name_in(E value, const Named<E> (&table)[N]) {
+  for (const auto& n : table)
+    if (n.value == value) return n.name;
+  return "?";
+}
+
+}  // namespace
+
+const char* name_of(Algorithm value) { return name_in(value, kAlgorithms); }
+const char* name_of(KlEstimator value) { return name_in(value, kKlEstimators); }
+const char* name_of(KlControl value) { return name_in(value, kKlControllers); }
+
 const po::options_description& deck_schema() {
   static const po::options_description schema = [] {
     RunConfig run;
@@ -73,10 +115,10 @@ const po::options_description& deck_schema() {
       ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs its training micro-batches as replayed CUDA graphs; their memory stays reserved (the plan's \"train graph\")");
     AlgorithmConfig al;
     d.add_options()
-      ("algorithm.name", po::value<std::string>()->default_value(al.name), "ppo | grpo | rloo | reinforce++")
+      ("algorithm.name", po::value<std::string>()->default_value(name_of(al.algorithm)), choices(kAlgorithms).c_str())
       ("algorithm.kl_coef", po::value<double>()->default_value(al.kl_coef), "KL penalty coefficient (>= 0; initial value when adaptive)")
-      ("algorithm.kl_estimator", po::value<std::string>()->default_value(al.kl_estimator), "k1 | k2 | k3")
-      ("algorithm.kl_controller", po::value<std::string>()->default_value(al.kl_controller), "fixed | adaptive")
+      ("algorithm.kl_estimator", po::value<std::string>()->default_value(name_of(al.kl_estimator)), choices(kKlEstimators).c_str())
+      ("algorithm.kl_controller", po::value<std::string>()->default_value(name_of(al.kl_controller)), choices(kKlControllers).c_str())
       ("algorithm.kl_target", po::value<double>()->default_value(al.kl_target), "adaptive controller: target KL per sequence (> 0)")
       ("algorithm.kl_horizon", po::value<double>()->default_value(al.kl_horizon), "adaptive controller: horizon in samples (> 0)")
       ("algorithm.gamma", po::value<double>()->default_value(al.gamma), "discount, in [0, 1]")
@@ -90,9 +132,9 @@ const po::options_description& deck_schema() {
       ("algorithm.reward_clip", po::value<double>()->default_value(al.reward_clip), "clip scores to [-c, c] (0 = off)")
       ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
       ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
+      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)")
       ("output.sample_every", po::value<int>()->default_value(0), "print one sampled prompt, completion and score every N iterations (0 = never)")
-      ("output.rollouts_every", po::value<int>()->default_value(10), "store the rollouts in <run.out>/run.h5 every N iterations (0 = never)")
-      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
+      ("output.rollouts_every", po::value<int>()->default_value(10), "store the rollouts in <run.out>/run.h5 every N iterations (0 = never)");
     d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
       ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
@@ -338,14 +380,11 @@ Config load_config(const Deck& deck) {
   if (c.output.rollouts_every < 0) deck.fail("output.rollouts_every", "must be >= 0");
 
   AlgorithmConfig& a = c.algorithm;
-  a.name = deck.get<std::string>("algorithm.name");
-  require_one_of(deck, "algorithm.name", a.name, {"ppo", "grpo", "rloo", "reinforce++"});
+  a.algorithm = choose(deck, "algorithm.name", kAlgorithms);
   a.kl_coef = deck.get<double>("algorithm.kl_coef");
   if (!(a.kl_coef >= 0)) deck.fail("algorithm.kl_coef", "must be >= 0");
-  a.kl_estimator = deck.get<std::string>("algorithm.kl_estimator");
-  require_one_of(deck, "algorithm.kl_estimator", a.kl_estimator, {"k1", "k2", "k3"});
-  a.kl_controller = deck.get<std::string>("algorithm.kl_controller");
-  require_one_of(deck, "algorithm.kl_controller", a.kl_controller, {"fixed", "adaptive"});
+  a.kl_estimator = choose(deck, "algorithm.kl_estimator", kKlEstimators);
+  a.kl_controller = choose(deck, "algorithm.kl_controller", kKlControllers);
   a.kl_target = deck.get<double>("algorithm.kl_target");
   if (!(a.kl_target > 0)) deck.fail("algorithm.kl_target", "must be > 0");
   a.kl_horizon = deck.get<double>("algorithm.kl_horizon");
@@ -372,8 +411,8 @@ Config load_config(const Deck& deck) {
   a.whiten_advantages = deck.get<bool>("algorithm.whiten_advantages");
   a.samples_per_prompt = deck.get<int>("algorithm.samples_per_prompt");
   if (a.samples_per_prompt < 1) deck.fail("algorithm.samples_per_prompt", "must be at least 1");
-  if ((a.name == "grpo" || a.name == "rloo") && a.samples_per_prompt < 2)
-    deck.fail("algorithm.samples_per_prompt", "must be at least 2 for " + a.name +
+  if ((a.algorithm == Algorithm::grpo || a.algorithm == Algorithm::rloo) && a.samples_per_prompt < 2)
+    deck.fail("algorithm.samples_per_prompt", "must be at least 2 for " + std::string(name_of(a.algorithm)) +
                                                   " (its baseline comes from the other samples of a prompt)");
 
   if (c.dist.backend == "nccl" && c.dist.device == "cpu")

@@ -217,6 +217,16 @@ class GraphCache {
 
 }  // namespace
 
+SamplingParams sampling_params(const RolloutConfig& rollout) {
+  SamplingParams sp;
+  sp.temperature = rollout.temperature;
+  sp.top_k = rollout.top_k;
+  sp.top_p = rollout.top_p;
+  sp.max_new_tokens = rollout.max_new_tokens;
+  sp.min_new_tokens = rollout.min_new_tokens;
+  return sp;
+}
+
 Generation generate(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
                     const SamplingParams& params) {
   QUARTET_CHECK(model->head() == Head::causal_lm, "generate: the model needs the causal_lm head");

@@ -41,14 +41,6 @@ torch::Tensor all_reduce_sum(torch::Tensor stats, Collectives* group) {
 
 }  // namespace
 
-KlEstimator kl_estimator_from_name(const std::string& name) {
-  if (name == "k1") return KlEstimator::k1;
-  if (name == "k2") return KlEstimator::k2;
-  if (name == "k3") return KlEstimator::k3;
-  QUARTET_CHECK(false, "unknown KL estimator '" + name + "' (expected k1 | k2 | k3)");
-  return KlEstimator::k1;  // not reached
-}
-
 torch::Tensor kl_estimate(const torch::Tensor& logp, const torch::Tensor& ref_logp,
                           const torch::Tensor& action_mask, KlEstimator estimator) {
   check_same_shape("kl_estimate", "logp", logp, "ref_logp", ref_logp);

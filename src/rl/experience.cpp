@@ -12,6 +12,10 @@
 
 namespace quartet {
 
+int64_t max_rollout_width(const RolloutConfig& rollout) {
+  return static_cast<int64_t>(rollout.max_prompt_tokens) + rollout.max_new_tokens;
+}
+
 int64_t bucketed_actions(int64_t prompt_len, int64_t actions, int64_t max_width) {
   if (max_width <= 0) return actions;
   const int64_t m = kRolloutWidthMultiple, width = (prompt_len + actions + m - 1) / m * m;

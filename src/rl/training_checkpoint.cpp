@@ -165,7 +165,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   info["iteration"] = iteration;
   info["world_size"] = world.size();
   info["placement"] = rt.placement.describe();
-  info["algorithm"] = cfg.algorithm.name;
+  info["algorithm"] = name_of(cfg.algorithm.algorithm);
   info["git_commit"] = git_commit();
   info["version"] = QUARTET_VERSION;
   info["deck"] = cfg.deck.resolved();

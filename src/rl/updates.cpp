@@ -8,6 +8,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/rl/advantages.hpp"
+#include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/lr_schedule.hpp"
 #include "quartet/shard/step_graph.hpp"
@@ -119,47 +120,56 @@ std::vector<torch::Tensor> empty_turn(ShardedModel& model) {
   return out;
 }
 
+// The policy's loss on one micro-batch (rows `i` of the phase's sources: sequences, attention
+// and action masks, old log-probs, advantages, reference log-probs when the KL is a loss term),
+// and its statistics in Slot order. Every term of the policy loss is formed here.
+std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmConfig& al, bool kl_loss_term,
+                                              const SamplingView& view, PaddingLayout padding,
+                                              const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+  if (i.numel() == 0) return empty_turn(*actor.model);
+  const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
+  auto mask = b.action_mask.to(torch::kFloat32);
+  std::vector<torch::Tensor> out(kSlots);
+  torch::Tensor entropy;
+  auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, padding);
+  auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
+  auto loss = pl.loss;
+  if (al.entropy_coef > 0) {
+    out[kEntropy] = masked_mean(entropy, mask);
+    loss = loss - al.entropy_coef * out[kEntropy];
+  }
+  if (kl_loss_term) {
+    out[kKl] = kl_loss(logp, src[5].index_select(0, i), mask);
+    loss = loss + al.kl_coef * out[kKl];
+  }
+  out[kLoss] = loss;
+  out[kReportedLoss] = pl.loss;
+  out[kClip] = pl.clip_fraction;
+  out[kApproxKl] = pl.approx_kl;
+  return out;
+}
+
 }  // namespace
 
 UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Config& config, int64_t* step,
                           int64_t total, uint64_t seed) {
   const AlgorithmConfig& al = config.algorithm;
-  const bool grpo = al.name == "grpo";
+  const bool kl_loss_term = algorithm_spec(al.algorithm).kl == KlUse::loss && al.kl_coef > 0;
   const auto dev = actor.model->device();
   // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
   // copies would each wait for the device.
   const RolloutBatch batch = on_device(tg.batch, dev);
   std::vector<torch::Tensor> sources{batch.sequences, batch.attention_mask, batch.action_mask, tg.old_logp.to(dev),
-                                     tg.advantages.to(dev),
-                                     grpo && al.kl_coef > 0 ? tg.ref_logp.to(dev) : torch::Tensor()};
+                                     tg.advantages.to(dev), kl_loss_term ? tg.ref_logp.to(dev) : torch::Tensor()};
   const SamplingView view = tg.view;
   const PaddingLayout padding = padding_layout(tg.batch);  // per phase: a read-back where on a device
-  return run_updates(
-      actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
-      std::move(sources), static_cast<int64_t>(padding),
-      [&actor, &al, grpo, view, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
-        if (i.numel() == 0) return empty_turn(*actor.model);
-        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
-        auto mask = b.action_mask.to(torch::kFloat32);
-        std::vector<torch::Tensor> out(kSlots);
-        torch::Tensor entropy;
-        auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, padding);
-        auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
-        auto loss = pl.loss;
-        if (al.entropy_coef > 0) {
-          out[kEntropy] = masked_mean(entropy, mask);
-          loss = loss - al.entropy_coef * out[kEntropy];
-        }
-        if (grpo && al.kl_coef > 0) {
-          out[kKl] = kl_loss(logp, src[5].index_select(0, i), mask);
-          loss = loss + al.kl_coef * out[kKl];
-        }
-        out[kLoss] = loss;
-        out[kReportedLoss] = pl.loss;
-        out[kClip] = pl.clip_fraction;
-        out[kApproxKl] = pl.approx_kl;
-        return out;
-      });
+  return run_updates(actor, tg.batch.rows(), config, step, total, seed,
+                     actor.optimizer ? model_section(config, Role::actor).lr : 0, std::move(sources),
+                     static_cast<int64_t>(padding),
+                     [&actor, &al, kl_loss_term, view, padding](const std::vector<torch::Tensor>& src,
+                                                                 const torch::Tensor& i) {
+                       return policy_micro_batch(actor, al, kl_loss_term, view, padding, src, i);
+                     });
 }
 
 UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "quartet/core/config.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/lr_schedule.hpp"
@@ -87,9 +88,15 @@ TEST(KlEstimate, BoolAndFloatMasksAgreeAndEstimatesAreClamped) {
 }
 
 TEST(KlEstimate, NamesAndShapeErrors) {
-  EXPECT_EQ(kl_estimator_from_name("k2"), KlEstimator::k2);
-  EXPECT_NE(test::error_of([] { kl_estimator_from_name("k4"); }).find("unknown KL estimator 'k4'"),
-            std::string::npos);
+  // The deck's names, parsed once when the deck is loaded.
+  auto with = [](const std::string& value) {
+    return load_config(Deck("t.deck", "[algorithm]\nkl_estimator = " + value + "\n", {}, deck_schema()));
+  };
+  EXPECT_EQ(with("k2").algorithm.kl_estimator, KlEstimator::k2);
+  EXPECT_STREQ(name_of(KlEstimator::k3), "k3");
+  const std::string refused = test::error_of([&] { with("k4"); });
+  EXPECT_NE(refused.find("t.deck:2: algorithm.kl_estimator is 'k4'; expected one of: k1 | k2 | k3"), std::string::npos)
+      << refused;
   auto e = test::error_of([] { kl_estimate(torch::zeros({2, 3}), torch::zeros({2, 4}), torch::ones({2, 3}), KlEstimator::k1); });
   EXPECT_NE(e.find("kl_estimate: logp [2, 3] and ref_logp [2, 4] must have the same shape"), std::string::npos) << e;
 }

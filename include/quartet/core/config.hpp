@@ -62,11 +62,21 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   double weight_decay = 0.0;      // AdamW decoupled weight decay (not applied to biases and norms)
 };
 
+// The algorithms of `train` (rl/algorithm.hpp says what each is made of).
+enum class Algorithm { ppo, grpo, rloo, reinforce_pp };
+// Schulman's estimators of KL(actor || reference) per token (rl/advantages.hpp).
+enum class KlEstimator { k1, k2, k3 };
+enum class KlControl { fixed, adaptive };  // adaptive: Ziegler et al. 2019
+// The deck's spelling of each value: "ppo", "reinforce++", "k3", "adaptive".
+const char* name_of(Algorithm value);
+const char* name_of(KlEstimator value);
+const char* name_of(KlControl value);
+
 struct AlgorithmConfig {        // [algorithm]
-  std::string name = "ppo";     // ppo | grpo | rloo | reinforce++
+  Algorithm algorithm = Algorithm::ppo;  // algorithm.name
   double kl_coef = 0.05;        // initial KL penalty coefficient (beta)
-  std::string kl_estimator = "k1";  // k1 | k2 | k3 (Schulman's estimators of KL(actor || reference))
-  std::string kl_controller = "fixed";  // fixed | adaptive (Ziegler et al. 2019)
+  KlEstimator kl_estimator = KlEstimator::k1;
+  KlControl kl_controller = KlControl::fixed;
   double kl_target = 6.0;       // adaptive: target KL per sequence
   double kl_horizon = 10000;    // adaptive: samples over which the coefficient adapts
   double gamma = 1.0, lambda = 0.95;  // GAE discount and lambda (ppo), discount (reinforce++)

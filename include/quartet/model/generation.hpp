@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "quartet/core/config.hpp"
 #include "quartet/model/transformer.hpp"
 
 namespace quartet {
@@ -54,6 +55,10 @@ struct SamplingParams {
   bool keep_cache = false;
   int64_t cache_slots = 0;
 };
+
+// The deck's [rollout] sampling settings (temperature, top_k, top_p, max_new_tokens,
+// min_new_tokens); the caller adds the stop ids, the pad id, the vocabulary limit and the seed.
+SamplingParams sampling_params(const RolloutConfig& rollout);
 
 // What the decoder did, for benchmarks and tests.
 struct GenerationStats {

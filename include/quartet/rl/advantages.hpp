@@ -16,12 +16,11 @@
 
 #include <string>
 
+#include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 
 namespace quartet {
 
-enum class KlEstimator { k1, k2, k3 };
-KlEstimator kl_estimator_from_name(const std::string& name);  // "k1" | "k2" | "k3"
 
 // Per-token estimate of KL(actor || reference) from the two log-probs of the sampled tokens
 // (Schulman, "Approximating KL divergence"): with r = ref_logp - logp,

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/shard/sharded_model.hpp"
 
@@ -35,6 +36,9 @@ struct RolloutBatch {
 // of 64, a run sees at most (prompt + new tokens) / 64 of them.
 constexpr int64_t kRolloutWidthMultiple = 64;
 
+// The widest rollout the deck allows: rollout.max_prompt_tokens + rollout.max_new_tokens (the
+// cap of the width buckets).
+int64_t max_rollout_width(const RolloutConfig& rollout);
 // The action width >= actions that makes prompt_len + actions a multiple of
 // kRolloutWidthMultiple, or max_width - prompt_len where that is smaller (max_width: the widest
 // rollout the deck allows, max_prompt_tokens + max_new_tokens; 0 = no bucketing).

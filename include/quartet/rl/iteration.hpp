@@ -1,0 +1,51 @@
+#pragma once
+// What one iteration of `train` holds on this rank, filled phase by phase (rl/trainer.hpp):
+//   generate    actor ranks: the prompts, the rollouts (whole and per generation chunk) and
+//               the actor's own log-probs of them;
+//   score       actor ranks: the decoded completions and whatever the scoring groups return
+//               (reference log-probs, reward-model scores, critic values) or the rule reward;
+//               critic ranks: the rollouts they valued and those values, for the critic update;
+//   advantages  actor ranks: advantages (and, for PPO, returns, which the critic ranks receive);
+//   update      the actor's and the critic's update statistics.
+// In colocated placement a rank is all of these at once.
+#include <torch/types.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "quartet/rl/experience.hpp"
+#include "quartet/rl/updates.hpp"
+
+namespace quartet {
+
+enum Phase { kGenerate, kScore, kAdvantages, kTrain, kPhases };
+constexpr std::array<const char*, kPhases> kPhaseNames = {"generate", "score", "advantages", "train"};
+
+struct Iteration {
+  int index = 0;  // 0-based; the log and the run file count from 1
+
+  // generate
+  std::vector<std::string> prompts, answers;  // one per rollout row
+  std::vector<RolloutBatch> chunks;           // as generated, one per rollout.micro_batch prompts
+  RolloutBatch batch;                         // the chunks as one batch
+  torch::Tensor old_logp;                     // [B, A] the actor's, at sampling time
+
+  // score
+  std::vector<std::string> completions;  // decoded, up to the stop token
+  torch::Tensor ref_logp;                // [B, A]; undefined without a reference
+  torch::Tensor scores;                  // [B] raw sequence scores
+  torch::Tensor values;                  // [B, A] the critic's; undefined without a critic
+  RolloutBatch critic_batch;             // critic ranks: the rollouts they valued
+  torch::Tensor critic_values;           // and their values
+
+  // advantages
+  torch::Tensor kl;          // [B, A] per-token KL estimate; undefined without a reference
+  torch::Tensor advantages;  // [B, A]
+  torch::Tensor returns;     // [B, A] PPO: on the actor ranks and, sent there, the critic ranks
+
+  // update
+  UpdateStats policy, value;
+};
+
+}  // namespace quartet

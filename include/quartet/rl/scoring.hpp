@@ -1,0 +1,52 @@
+#pragma once
+// The score phase of `train`, one interface for both placements:
+//   colocated  every model is on every rank: the actor's whole batch goes through the
+//              reference, the reward model and the critic in turn (the idle ones parked);
+//   disjoint   each generation chunk goes over MPI to the scoring groups as soon as the actor
+//              has made it (hand_off), so that chunk c is scored while c + 1 is generated; a
+//              scoring rank answers each chunk as it comes, and the actor ranks collect.
+// Either way the actor ranks end with the reference log-probs, the reward model's scores, the
+// critic's values and the decoded completions; critic ranks with the rollouts they valued.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/dist/runtime.hpp"
+#include "quartet/rl/iteration.hpp"
+#include "quartet/rl/model_parking.hpp"
+#include "quartet/rl/phase_clock.hpp"
+#include "quartet/rl/role_models.hpp"
+
+namespace quartet {
+
+struct ScoringSetup {
+  int chunks = 1;                  // generation chunks per iteration
+  int64_t micro_batch = 1;         // sequences per scoring forward pass
+  int64_t pad_id = 0;
+  int64_t max_width = 0;           // the widest rollout (rl/experience.hpp's width buckets)
+  SamplingView view;               // what the log-probs are taken over
+  // The completions' text, decoded on the actor ranks (while the scoring groups work, disjoint).
+  std::function<std::vector<std::string>(const RolloutBatch&)> decode;
+};
+
+class Scoring {
+ public:
+  virtual ~Scoring() = default;
+  // Actor ranks, as soon as chunk `chunk` is generated.
+  virtual void hand_off(int chunk, const RolloutBatch& rollouts) = 0;
+  // Every rank, after generation: fills the iteration's score fields this rank holds. The
+  // clock's running phase is scoring; a scoring rank's wait for its first chunk is charged to
+  // generation.
+  virtual void score(Iteration& it, PhaseClock& clock) = 0;
+  // Every rank, after the advantages: the critic ranks get the returns (PPO).
+  virtual void send_returns(Iteration& it) = 0;
+};
+
+std::unique_ptr<Scoring> make_scoring(Runtime& rt, const RoleModels& models, ModelParking& parking,
+                                      ScoringSetup setup);
+
+// [r_c, A_c] parts as one [sum r_c, actions] tensor, right-padded with zeros.
+torch::Tensor cat_actions(const std::vector<torch::Tensor>& parts, int64_t actions);
+
+}  // namespace quartet

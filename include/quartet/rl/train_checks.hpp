@@ -1,0 +1,13 @@
+#pragma once
+// What `train` refuses before any model is built, as DeckErrors naming the key: roles without
+// the ranks the algorithm and the reward need, ranks for roles it does not use, no prompts, a
+// minibatch larger than an actor rank's sequences. The caller runs it on every rank alike
+// (World::agree), so that every rank stops together.
+#include "quartet/core/config.hpp"
+#include "quartet/dist/placement.hpp"
+
+namespace quartet {
+
+void check_train_deck(const Config& config, const Placement& placement);
+
+}  // namespace quartet

@@ -1,0 +1,50 @@
+#include "quartet/rl/algorithm.hpp"
+
+#include "quartet/core/check.hpp"
+
+namespace quartet {
+
+namespace {
+
+// PPO: KL-shaped token rewards, GAE over the critic's values.
+AdvantagesReturns ppo_advantages(const AdvantageInputs& in, const AlgorithmConfig& al) {
+  auto rewards = token_rewards(in.scores, in.kl, in.mask, in.kl_coef);
+  auto ar = gae(rewards, in.values.to(in.mask.device()).to(torch::kFloat32), in.mask, al.gamma, al.lambda);
+  if (al.whiten_advantages) ar.advantages = masked_whiten(ar.advantages, in.mask, in.group);
+  return ar;
+}
+
+// REINFORCE++: the same token rewards, discounted returns whitened over the actor group.
+AdvantagesReturns reinforce_pp_advantages(const AdvantageInputs& in, const AlgorithmConfig& al) {
+  auto rewards = token_rewards(in.scores, in.kl, in.mask, in.kl_coef);
+  return {masked_whiten(discounted_returns(rewards, in.mask, al.gamma), in.mask, in.group), {}};
+}
+
+// GRPO: each score against its prompt's group (the KL is a loss term instead).
+AdvantagesReturns grpo_advantages_of(const AdvantageInputs& in, const AlgorithmConfig& al) {
+  return {grpo_advantages(in.scores, in.mask, al.samples_per_prompt), {}};
+}
+
+// RLOO: the sequence's score less its KL penalty, against the mean of the prompt's other samples.
+AdvantagesReturns rloo_advantages_of(const AdvantageInputs& in, const AlgorithmConfig& al) {
+  auto score = in.kl.defined() ? in.scores - in.kl_coef * in.kl.sum(1) : in.scores;
+  return {rloo_advantages(score, in.mask, al.samples_per_prompt), {}};
+}
+
+const AlgorithmSpec kAlgorithmTable[] = {
+    {Algorithm::ppo, /*trains_critic=*/true, KlUse::reward, ppo_advantages},
+    {Algorithm::grpo, false, KlUse::loss, grpo_advantages_of},
+    {Algorithm::rloo, false, KlUse::reward, rloo_advantages_of},
+    {Algorithm::reinforce_pp, false, KlUse::reward, reinforce_pp_advantages},
+};
+
+}  // namespace
+
+const AlgorithmSpec& algorithm_spec(Algorithm algorithm) {
+  for (const auto& spec : kAlgorithmTable)
+    if (spec.algorithm == algorithm) return spec;
+  QUARTET_CHECK(false, std::string("algorithm '") + name_of(algorithm) + "' has no row in rl/algorithm.cpp's table");
+  return kAlgorithmTable[0];  // not reached
+}
+
+}  // namespace quartet

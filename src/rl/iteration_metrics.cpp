@@ -1,0 +1,111 @@
+#include "quartet/rl/iteration_metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "quartet/dist/watched_mpi.hpp"
+
+namespace quartet {
+
+void IterationMetrics::add_rollouts(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& kl) {
+  score_sum += scores.sum().item<double>();
+  score_sq_sum += scores.pow(2).sum().item<double>();
+  score_count += static_cast<double>(scores.numel());
+  score_min = std::min(score_min, scores.min().item<double>());
+  score_max = std::max(score_max, scores.max().item<double>());
+  length_sum += mask.sum().item<double>();
+  if (kl.defined()) kl_sum += kl.sum().item<double>();
+}
+
+void IterationMetrics::add_policy(const UpdateStats& s, double kl_coefficient) {
+  policy_loss += s.loss;
+  clip_fraction += s.clip_fraction;
+  approx_kl += s.approx_kl;
+  entropy += s.entropy;
+  kl_loss += s.kl_loss;
+  grad_norm_actor += s.grad_norm;
+  lr += s.lr;
+  kl_coef += kl_coefficient;
+}
+
+void IterationMetrics::add_value(const UpdateStats& s) {
+  value_loss += s.loss;
+  value_clip_fraction += s.clip_fraction;
+  grad_norm_critic += s.grad_norm;
+}
+
+void IterationMetrics::reduce(MPI_Comm world) {
+  double* sums[] = {&score_sum,  &score_sq_sum,  &score_count, &kl_sum,          &length_sum,
+                    &policy_loss, &clip_fraction, &approx_kl,  &entropy,         &kl_loss,
+                    &value_loss, &value_clip_fraction, &grad_norm_actor, &grad_norm_critic, &kl_coef, &lr};
+  std::vector<double> s;
+  for (double* v : sums) s.push_back(*v);
+  watched::allreduce(MPI_IN_PLACE, s.data(), static_cast<int>(s.size()), MPI_DOUBLE, MPI_SUM, world,
+                     "the iteration's metrics");
+  for (size_t i = 0; i < s.size(); ++i) *sums[i] = s[i];
+  // The lowest score as the highest of its negation: one MAX reduction carries all the rest.
+  std::vector<double> m{-score_min, score_max, iteration_seconds};
+  m.insert(m.end(), phase_seconds.begin(), phase_seconds.end());
+  watched::allreduce(MPI_IN_PLACE, m.data(), static_cast<int>(m.size()), MPI_DOUBLE, MPI_MAX, world,
+                     "the iteration's extremes and times");
+  score_min = -m[0];
+  score_max = m[1];
+  iteration_seconds = m[2];
+  std::copy(m.begin() + 3, m.end(), phase_seconds.begin());
+}
+
+double IterationMetrics::reward_mean() const { return score_sum / std::max(1.0, score_count); }
+double IterationMetrics::reward_std() const {
+  const double n = std::max(1.0, score_count), mean = reward_mean();
+  return std::sqrt(std::max(0.0, score_sq_sum / n - mean * mean));
+}
+double IterationMetrics::kl_per_sequence() const { return kl_sum / std::max(1.0, score_count); }
+double IterationMetrics::response_length() const { return length_sum / std::max(1.0, score_count); }
+double IterationMetrics::tokens_per_second() const { return length_sum / std::max(1e-9, iteration_seconds); }
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+std::string IterationMetrics::log_line(int iteration, int iterations, const AlgorithmSpec& algorithm,
+                                       double eta_seconds) const {
+  std::string line;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "iter %*d/%d | reward %.3f ±%.3f [%.2f, %.2f] | kl %.4f (coef %.3f) | policy %+.4f clip %.3f",
+                static_cast<int>(std::to_string(iterations).size()), iteration, iterations, reward_mean(), reward_std(),
+                score_min, score_max, kl_per_sequence(), kl_coef, policy_loss, clip_fraction);
+  line += buf;
+  if (algorithm.trains_critic) {
+    std::snprintf(buf, sizeof buf, " | value %.4f", value_loss);
+    line += buf;
+  }
+  std::snprintf(buf, sizeof buf, " | len %.1f | %.0f tok/s | gen %.2fs score %.2fs adv %.2fs train %.2fs iter %.2fs | ETA %s",
+                response_length(), tokens_per_second(), phase_seconds[kGenerate], phase_seconds[kScore],
+                phase_seconds[kAdvantages], phase_seconds[kTrain], iteration_seconds, duration_text(eta_seconds).c_str());
+  return line + buf;
+}
+
+std::map<std::string, double> IterationMetrics::named(const AlgorithmSpec& algorithm) const {
+  std::map<std::string, double> m = {
+      {"reward_mean", reward_mean()}, {"reward_std", reward_std()}, {"reward_min", score_min},
+      {"reward_max", score_max}, {"kl", kl_per_sequence()}, {"kl_coef", kl_coef}, {"policy_loss", policy_loss},
+      {"clip_fraction", clip_fraction}, {"approx_kl", approx_kl}, {"entropy", entropy},
+      {"response_length", response_length()}, {"tokens_per_s", tokens_per_second()}, {"lr", lr},
+      {"grad_norm_actor", grad_norm_actor}, {"time_iteration", iteration_seconds}};
+  for (int p = 0; p < kPhases; ++p) m[std::string("time_") + kPhaseNames[p]] = phase_seconds[p];
+  if (algorithm.trains_critic) {
+    m["value_loss"] = value_loss;
+    m["value_clip_fraction"] = value_clip_fraction;
+    m["grad_norm_critic"] = grad_norm_critic;
+  }
+  if (algorithm.kl == KlUse::loss) m["kl_loss"] = kl_loss;
+  return m;
+}
+
+}  // namespace quartet
