@@ -2,11 +2,16 @@
 """Two quartet runs side by side.
 
     python3 postprocess/compare_runs.py RUN_A.h5 RUN_B.h5 [--metric NAME ...] [--png OUT.png]
+    python3 postprocess/compare_runs.py RUN_A.h5 RUN_B.h5 --identical
 
 Prints, for each metric both runs have (or the --metric ones), the final value, the best value
 (highest for rewards and tokens_per_s, lowest otherwise) and the mean of the last 10 iterations of
 each run; and writes a PNG overlaying the two reward_mean curves (with +-reward_std bands when
 present). The PNG defaults to compare_<A>_vs_<B>.png in the current directory.
+
+--identical answers "did a change alter the numbers?": the two runs must have the same metrics
+over the same iterations, bitwise equal, apart from the wall-clock ones (time_*, tokens_per_s);
+exit 0 when they are, 1 naming the first difference.
 """
 
 import argparse
@@ -76,6 +81,28 @@ def plot_rewards(run_a, run_b, path, metric="reward_mean"):
     return True
 
 
+def is_timing(name):
+    """Metrics that measure the clock: two runs of the same numbers differ in these."""
+    return name.startswith("time_") or name == "tokens_per_s"
+
+
+def first_difference(run_a, run_b):
+    """None when the runs' untimed metrics are bitwise equal over the same iterations, else why not."""
+    names_a = {m for m in run_a.metric_names() if not is_timing(m)}
+    names_b = {m for m in run_b.metric_names() if not is_timing(m)}
+    if names_a != names_b:
+        return f"different metrics: only in A {sorted(names_a - names_b)}, only in B {sorted(names_b - names_a)}"
+    if not np.array_equal(run_a.iterations, run_b.iterations):
+        return f"different iterations: {len(run_a.iterations)} in A, {len(run_b.iterations)} in B"
+    for m in sorted(names_a):
+        a, b = run_a.metric(m), run_b.metric(m)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        if not same.all():
+            i = int(np.nonzero(~same)[0][0])
+            return f"{m} differs first at iteration {run_a.iterations[i]}: {a[i]!r} vs {b[i]!r}"
+    return None
+
+
 def _safe(name):
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -87,10 +114,21 @@ def main(argv=None):
     parser.add_argument("--metric", action="append", metavar="NAME",
                         help="metric to compare (repeatable; default: every metric both runs have)")
     parser.add_argument("--png", metavar="OUT.png", help="reward overlay (default: compare_<A>_vs_<B>.png here)")
+    parser.add_argument("--identical", action="store_true",
+                        help="only check that every metric but the timings is bitwise equal (exit 1 if not)")
     quartet_run.add_open_arguments(parser)
     args = parser.parse_args(argv)
     run_a = quartet_run.open_run(args.run_a, retries=args.retries, wait=args.wait)
     run_b = quartet_run.open_run(args.run_b, retries=args.retries, wait=args.wait)
+    if args.identical:
+        why = first_difference(run_a, run_b)
+        if why:
+            print(f"not identical: {why}")
+            return 1
+        untimed = [m for m in run_a.metric_names() if not is_timing(m)]
+        print(f"identical: {len(untimed)} metrics over {len(run_a.iterations)} iterations, bitwise "
+              f"(timings left out: {', '.join(m for m in run_a.metric_names() if is_timing(m)) or 'none'})")
+        return 0
 
     print(f"A: {run_a.path} ({run_a.name}, {len(run_a.iterations)} iterations complete)")
     print(f"B: {run_b.path} ({run_b.name}, {len(run_b.iterations)} iterations complete)")

@@ -422,6 +422,23 @@ class ScriptTest(Fixture):
         self.check_ok(result)
         self.assertTrue(is_png(os.path.join(self.tmp, "compare_sweep_a_vs_sweep_b.png")))
 
+    def test_compare_runs_identical(self):
+        result = run_script("compare_runs.py", self.run_a, self.run_a, "--identical")
+        self.check_ok(result)
+        self.assertIn("identical:", result.stdout)
+        result = run_script("compare_runs.py", self.run_a, self.run_b, "--identical")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("not identical", result.stdout)
+        # One value changed in a copy: named, with its iteration.
+        changed = os.path.join(self.tmp, "changed", "run.h5")
+        os.makedirs(os.path.dirname(changed), exist_ok=True)
+        shutil.copy(self.run_a, changed)
+        with h5py.File(changed, "r+") as f:
+            f["metrics"]["policy_loss"][3] += 1e-12
+        result = run_script("compare_runs.py", self.run_a, changed, "--identical")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("policy_loss differs first at iteration 4", result.stdout)
+
     def test_phase_table(self):
         result = run_script("phase_table.py", self.run_a, self.run_a, "--gpus", "1", "2", "--markdown")
         self.check_ok(result)
