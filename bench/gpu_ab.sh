@@ -11,6 +11,7 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 left(){ [ $(( $(date +%s)-S )) -lt "${BUDGET:-480}" ]; }
+# shellcheck source=/dev/null  # made by the GPU session set-up, not in the tree
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
@@ -34,9 +35,9 @@ t generate_bench
 for r in $(seq "${AB_ROUNDS:-2}"); do
   for v in 0 1; do
     left || { t "budget spent: PPO round $r, $AB_VAR=$v not run"; continue; }
-    env "$AB_VAR=$v" TAG="ab$v-$r" PPO_GPUS=1 ITERATIONS=${ITERATIONS:-5} PROFILE=none \
+    env "$AB_VAR=$v" TAG="ab$v-$r" PPO_GPUS=1 ITERATIONS="${ITERATIONS:-5}" PROFILE=none \
       bash bench/gpu_ppo_iteration.sh > "$OUT/ppo_ab$v-$r.txt" 2>&1
     echo "== $AB_VAR=$v, round $r"; grep -E "^iter [2-9]" "$OUT/ppo_ab$v-$r.txt" | sed 's/.*tok\/s | //'
   done
 done
-t done
+t "done"

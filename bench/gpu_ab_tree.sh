@@ -10,6 +10,7 @@ set -uo pipefail
 : "${PATCH:?PATCH=file: git diff BASE, from the repo root}"
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
+# shellcheck source=/dev/null  # made by the GPU session set-up, not in the tree
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L
 NEW=$PWD OLD=/tmp/quartet-ab-old

@@ -29,7 +29,7 @@ rm -rf "$RUN"
 SIZE=(--set dist.backend=auto --set dist.device=auto --set run.out="$RUN" --set run.iterations=8
       --set checkpoint.every=3 --set checkpoint.keep=2 --set rollout.batch=32 --set train.micro_batch=16)
 for role in actor critic reference; do
-  SIZE+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16)
+  SIZE+=(--set "model.$role.path=random:$CFG" --set "model.$role.dtype=bfloat16")
 done
 SIZE+=(--set model.actor.lr=1e-5 --set model.critic.lr=1e-5)
 

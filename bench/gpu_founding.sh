@@ -11,10 +11,10 @@ cmake --build build-gpu -j "$(nproc)" --target quartet >> "$OUT/build.log" 2>&1 
 export OMP_NUM_THREADS=4
 ARGS=(--set placement.mode=colocated --set placement.actor=2 --set placement.critic=2 --set placement.reference=2
       --set placement.reward=2 --set dist.device_memory=auto --set dist.backend=auto --set dist.device=auto
-      --set run.iterations=${ITERATIONS:-3} --set checkpoint.at_end=false --set run.out=runs/founding-2gpu
+      --set "run.iterations=${ITERATIONS:-3}" --set checkpoint.at_end=false --set run.out=runs/founding-2gpu
       --set output.rollouts_every=0 --set rollout.prompts=inputs/prompts/sort_digits.jsonl)
 build-gpu/quartet plan inputs/founding.deck --ranks 2 "${ARGS[@]}" 2>&1 | tail -14
-timeout ${LIMIT:-420} mpirun --oversubscribe --bind-to none -np 2 build-gpu/quartet train inputs/founding.deck "${ARGS[@]}" \
+timeout "${LIMIT:-420}" mpirun --oversubscribe --bind-to none -np 2 build-gpu/quartet train inputs/founding.deck "${ARGS[@]}" \
   > "$OUT/founding.log" 2>&1
 echo "exit $?"
 grep -E "^iter|^train:|^  [0-9]|rror|memory" "$OUT/founding.log" | tail -14

@@ -13,6 +13,7 @@
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
+# shellcheck source=/dev/null  # made by the GPU session set-up, not in the tree
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&

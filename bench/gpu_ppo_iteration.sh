@@ -18,17 +18,17 @@ set -uo pipefail
 source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 # The 886M Llama shape of the benchmarks (also the reference workload).
 CFG=$PWD/inputs/models/llama-886m/config.json
-COMMON=(--set dist.backend=auto --set dist.device=auto --set run.iterations=${ITERATIONS:-4} --set checkpoint.at_end=false
-        --set rollout.prompts=runs/${PROMPTS:-prompts128}.jsonl
+COMMON=(--set dist.backend=auto --set dist.device=auto --set "run.iterations=${ITERATIONS:-4}" --set checkpoint.at_end=false
+        --set "rollout.prompts=runs/${PROMPTS:-prompts128}.jsonl"
         --set rollout.micro_batch=0 --set rollout.max_prompt_tokens=128 --set rollout.max_new_tokens=128
-        --set rollout.min_new_tokens=${MIN_NEW_TOKENS:-128} --set model.actor.lr=${ACTOR_LR:-5e-7}
-        --set model.critic.lr=${CRITIC_LR:-9e-6}
-        --set algorithm.minibatch=8 --set algorithm.epochs=1 --set train.micro_batch=${MICRO_BATCH:-8} --set model.reward.kind=model
+        --set "rollout.min_new_tokens=${MIN_NEW_TOKENS:-128}" --set "model.actor.lr=${ACTOR_LR:-5e-7}"
+        --set "model.critic.lr=${CRITIC_LR:-9e-6}"
+        --set algorithm.minibatch=8 --set algorithm.epochs=1 --set "train.micro_batch=${MICRO_BATCH:-8}" --set model.reward.kind=model
         --set output.rollouts_every=0)
-for role in actor critic reference reward; do COMMON+=(--set model.$role.path=random:$CFG --set model.$role.dtype=bfloat16); done
+for role in actor critic reference reward; do COMMON+=(--set "model.$role.path=random:$CFG" --set "model.$role.dtype=bfloat16"); done
 for kv in ${SET:-}; do COMMON+=(--set "$kv"); done  # SET="key=value ...": more deck settings
 if [ -n "${RESHARD_AFTER_FORWARD:-}" ]; then
-  for role in actor critic; do COMMON+=(--set model.$role.reshard_after_forward=$RESHARD_AFTER_FORWARD); done
+  for role in actor critic; do COMMON+=(--set "model.$role.reshard_after_forward=$RESHARD_AFTER_FORWARD"); done
 fi
 gpus=$(nvidia-smi -L | wc -l)
 # PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir);
@@ -40,7 +40,7 @@ run() {  # name ranks args...
   local name=$1${TAG:+-$TAG} np=$2; shift 2
   echo "== $name"
   timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
-    "${COMMON[@]}" "$@" --set run.out=runs/ppo886m-$name > "$OUT/ppo_$name.log" 2>&1
+    "${COMMON[@]}" "$@" --set "run.out=runs/ppo886m-$name" > "$OUT/ppo_$name.log" 2>&1
   echo "exit $?"
   grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$name.log" | tail -10
   t "$name"
@@ -48,8 +48,8 @@ run() {  # name ranks args...
 for n in ${PPO_GPUS:-1 2}; do
   [ "$n" -le "$gpus" ] || { echo "== $n H200: this machine has $gpus GPU(s), skipped"; continue; }
   # Colocated: every model sharded over all n GPUs, 64/n prompts per rank (64 in all).
-  run colocated-$n "$n" --set placement.mode=colocated --set placement.actor=$n --set placement.critic=$n \
-    --set placement.reference=$n --set placement.reward=$n --set rollout.batch=$((64 / n))
+  run "colocated-$n" "$n" --set placement.mode=colocated --set "placement.actor=$n" --set "placement.critic=$n" \
+    --set "placement.reference=$n" --set "placement.reward=$n" --set "rollout.batch=$((64 / n))"
   if [ "$n" = 2 ]; then
     # Disjoint: one rank per model, actor and reference on GPU 0, critic and reward on GPU 1.
     run disjoint-2 4 --set placement.mode=disjoint --set placement.actor=1 --set placement.critic=1 \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench/gpu_*.sh scripts that run `quartet train` (from the repo root, after
 # `source .gpu/env.sh`): $OUT (logs) made absolute, t() for elapsed-time lines, quartet built
 # into build-gpu (configured on first use), and runs/prompts128.jsonl: 512 prompts of 128
@@ -29,18 +30,18 @@ PY
 # tokens/s, peak memory, scaling against the fewest GPUs) when this python3 has h5py; else
 # run that script on the copies. Runs without a run file (skipped, failed early) are left out.
 phase_summary() {
-  local files=() gpus=() spec dir
+  local files=() counts=() spec dir
   for spec in "$@"; do
     dir=${spec%:*}
     [ -f "$dir/run.h5" ] || continue
     mkdir -p "$OUT/$(basename "$dir")"  # the table names a run by its directory
     cp "$dir/run.h5" "$OUT/$(basename "$dir")/run.h5"
-    files+=("$OUT/$(basename "$dir")/run.h5"); gpus+=("${spec##*:}")
+    files+=("$OUT/$(basename "$dir")/run.h5"); counts+=("${spec##*:}")
   done
   [ ${#files[@]} -gt 0 ] || { echo "(no run files to summarise)"; return; }
   if python3 -c "import h5py" 2>/dev/null; then
-    python3 postprocess/phase_table.py "${files[@]}" --gpus "${gpus[@]}" --markdown
+    python3 postprocess/phase_table.py "${files[@]}" --gpus "${counts[@]}" --markdown
   else
-    echo "(no h5py here: python3 postprocess/phase_table.py on the copied run files, --gpus ${gpus[*]})"
+    echo "(no h5py here: python3 postprocess/phase_table.py on the copied run files, --gpus ${counts[*]})"
   fi
 }

@@ -14,7 +14,7 @@ set -uo pipefail
 source bench/gpu_quartet_run.sh  # $OUT, t(), quartet built, runs/prompts128.jsonl
 gpus=$(nvidia-smi -L | wc -l)
 COMMON=(--set dist.device_memory=auto --set dist.backend=auto --set dist.device=auto
-        --set run.iterations=${ITERATIONS:-3} --set checkpoint.at_end=false --set output.rollouts_every=0
+        --set "run.iterations=${ITERATIONS:-3}" --set checkpoint.at_end=false --set output.rollouts_every=0
         --set rollout.prompts=runs/prompts128.jsonl --set rollout.max_prompt_tokens=128
         --set rollout.max_new_tokens=256 --set rollout.min_new_tokens=256 --set algorithm.epochs=1)
 run() {  # name deck ranks args...
@@ -25,8 +25,8 @@ run() {  # name deck ranks args...
   echo "$verdict"
   # (The 13B set does not fit 2 GPUs even parked: the plan says so, and the run is skipped.)
   if grep -q "does NOT" <<< "$verdict"; then echo "skipped: the memory plan does not fit"; return; fi
-  timeout ${LIMIT:-900} mpirun --oversubscribe --bind-to none -np "$np" build-gpu/quartet train "$deck" \
-    "${COMMON[@]}" "$@" --set run.out=runs/scaling-$name > "$OUT/scaling_$name.log" 2>&1
+  timeout "${LIMIT:-900}" mpirun --oversubscribe --bind-to none -np "$np" build-gpu/quartet train "$deck" \
+    "${COMMON[@]}" "$@" --set "run.out=runs/scaling-$name" > "$OUT/scaling_$name.log" 2>&1
   echo "exit $?"
   grep -E "^iter|^train: (peak|done)|^  [0-9]|rror" "$OUT/scaling_$name.log" | tail -14
   t "$name"
@@ -35,8 +35,8 @@ for models in ${MODELS:-6b 13b}; do
   deck=inputs/founding.deck; [ "$models" = 13b ] && deck=inputs/founding_13b.deck
   for n in ${GPUS:-2 4 8}; do
     [ "$n" -le "$gpus" ] || { echo "== $models colocated-$n: this machine has $gpus GPU(s), skipped"; continue; }
-    run "$models-colocated-$n" "$deck" "$n" --set placement.mode=colocated --set placement.actor=$n \
-      --set placement.critic=$n --set placement.reference=$n --set placement.reward=$n --set rollout.batch=$((64 / n))
+    run "$models-colocated-$n" "$deck" "$n" --set placement.mode=colocated --set "placement.actor=$n" \
+      --set "placement.critic=$n" --set "placement.reference=$n" --set "placement.reward=$n" --set "rollout.batch=$((64 / n))"
   done
   if [ "$gpus" -ge 8 ]; then
     run "$models-disjoint-8" "$deck" 8 --set placement.mode=disjoint --set placement.actor=4 --set placement.critic=2 \

@@ -11,6 +11,7 @@
 set -uo pipefail
 PHASE=${1:-all}
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+# shellcheck source=/dev/null  # made by the GPU session set-up, not in the tree
 source .gpu/env.sh > "$OUT/env.log" 2>&1; cat "$OUT/env.log"
 MPI="mpirun --oversubscribe --bind-to none"
 export OMP_NUM_THREADS=1

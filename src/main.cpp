@@ -70,7 +70,8 @@ const Command kCommands[] = {
     {{"plan", "the memory plan: bytes per role and rank against the device memory (no MPI, no GPU)",
       "DECK",
       {{"ranks", "N", "ranks of the job (default: the sum of the placement's counts; colocated decks need it)"},
-       {"ranks-per-node", "N", "ranks sharing a host, for the memory of CPU-only hosts (default: all)"}}},
+       {"ranks-per-node", "N", "ranks sharing a host, for the memory of CPU-only hosts (default: all)"},
+       {"ranks-needed", nullptr, "print only the number of ranks the placement needs (no plan)"}}},
      nullptr, quartet::run_plan},
 };
 

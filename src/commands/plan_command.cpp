@@ -1,10 +1,12 @@
 #include "quartet/commands/plan_command.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/deck.hpp"
+#include "quartet/dist/placement.hpp"
 #include "quartet/shard/memory_plan.hpp"
 
 namespace quartet {
@@ -25,20 +27,46 @@ int positive_option(const CommandLine& cl, const std::string& name) {
   return static_cast<int>(value);
 }
 
+int disjoint_ranks(const PlacementConfig& pl) {
+  int world = 0;
+  for (int n : {pl.actor, pl.critic, pl.reference, pl.reward}) world += std::max(0, n);
+  return world;
+}
+
+// The ranks the placement fixes: the sum of the disjoint counts, or the count every role of a
+// colocated deck spans. make_placement then refuses what train would refuse on that many.
+int ranks_needed(const Config& config) {
+  const PlacementConfig& pl = config.placement;
+  const bool colocated = pl.mode == "colocated";
+  const int world = colocated ? std::max({pl.actor, pl.critic, pl.reference, pl.reward}) : disjoint_ranks(pl);
+  if (colocated && world < 1)
+    config.deck.fail("placement.mode", "is colocated and no role gives a rank count: every role spans "
+                                       "every rank, so the deck runs on any number of ranks; choose one "
+                                       "(mpirun -np N), or give the counts");
+  make_placement(pl, world, config.deck);
+  return world;
+}
+
 }  // namespace
 
 int plan_to(const CommandLine& cl, std::ostream& out, std::ostream& err) {
   const int ranks = positive_option(cl, "ranks");
   const int per_node = positive_option(cl, "ranks-per-node");
+  if (cl.has("ranks-needed") && (ranks > 0 || per_node > 0))
+    throw UsageError("--ranks-needed prints the ranks the deck's placement needs: it takes no --ranks "
+                     "or --ranks-per-node");
   const Config config = load_config(Deck(cl.operand, read_deck_file(cl.operand), cl.overrides, deck_schema()));
+  if (cl.has("ranks-needed")) {
+    out << ranks_needed(config) << "\n";
+    out.flush();
+    return 0;
+  }
   int world = ranks;
   if (world == 0) {
     if (config.placement.mode == "colocated")
       throw UsageError("the deck's placement is colocated: every role spans every rank, so the "
                        "plan needs the job's size: pass --ranks N");
-    for (int n : {config.placement.actor, config.placement.critic, config.placement.reference,
-                  config.placement.reward})
-      world += std::max(0, n);
+    world = disjoint_ranks(config.placement);
     if (world == 0) config.deck.fail("placement.actor", "is not set: give the placement or pass --ranks N");
   }
   const MemoryPlan plan = make_memory_plan(config, world, per_node);
