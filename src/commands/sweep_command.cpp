@@ -245,15 +245,22 @@ struct Run {
   std::string deck_path, text, run_dir, resolved;
 };
 
-}  // namespace
+// What every run of a sweep shares.
+struct Sweep {
+  std::string path;  // the sweep file
+  SweepFile file;
+  std::string dir;   // where the decks go
+  std::string base_text;
+  long count = 1;    // runs
+  int width = 1;     // digits of a run's number
+  bool sets_out = false, sets_name = false;
+  std::string base_name;  // the base deck's run.name
 
-void sweep_to(const CommandLine& cl, std::ostream& out) {
-  const auto& schema = deck_schema();
-  const std::string sweep_path = cl.operand;
-  const SweepFile sf = parse_sweep(sweep_path, read_deck_file(sweep_path), schema);
-  auto at_line = [&](int line) { return sweep_path + ":" + std::to_string(line); };
+  std::string at_line(int line) const { return path + ":" + std::to_string(line); }
+};
 
-  // Where the decks go: --out, else the file's out, else runs/<the sweep file's stem>.
+// Where the decks go: --out, else the file's out, else runs/<the sweep file's stem>.
+std::string output_dir(const CommandLine& cl, const SweepFile& sf, const std::string& sweep_path) {
   std::string dir = cl.has("out") ? cl.options.at("out") : sf.out;
   if (dir.empty()) {
     std::string stem = sweep_path.substr(sweep_path.rfind('/') + 1);  // npos + 1 = 0
@@ -263,138 +270,140 @@ void sweep_to(const CommandLine& cl, std::ostream& out) {
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty()) throw UsageError("--out is empty: give the directory the decks go to");
+  return dir;
+}
 
-  if (!is_regular_file(sf.deck))
-    throw DeckError(at_line(sf.deck_line) + ": deck = " + sf.deck +
-                    ": no such file (the path is relative to the current directory)");
-  const std::string base_text = read_deck_file(sf.deck);
-  // Syntax and unknown keys of the base deck, naming its lines. Its values are checked per run
-  // below: a base deck may be incomplete on its own in ways the swept keys complete.
-  const Deck base(sf.deck, base_text, {}, schema);
-
+// The product of the value lists, refused past kMaxRuns at the line that passes it.
+long run_count(const Sweep& sw) {
   long count = 1;
-  for (const auto& k : sf.keys) {
+  for (const auto& k : sw.file.keys) {
     count *= static_cast<long>(k.values.size());
     if (count > kMaxRuns)
-      throw DeckError(at_line(k.line) + ": " + k.key + " makes the sweep more than " +
+      throw DeckError(sw.at_line(k.line) + ": " + k.key + " makes the sweep more than " +
                       std::to_string(kMaxRuns) + " runs (the value lists up to this line make " +
                       std::to_string(count) + ")");
   }
-  const int width = digits(count);
-  auto swept = [&](const std::string& key) {
-    return std::any_of(sf.keys.begin(), sf.keys.end(), [&](const SweptKey& k) { return k.key == key; });
-  };
-  const bool sets_out = swept("run.out"), sets_name = swept("run.name");
-  const std::string base_name = base.value_text("run.name");
+  return count;
+}
 
-  std::vector<Run> runs(static_cast<std::size_t>(count));
-  std::map<std::string, long> run_of_dir;  // run.out -> run, for collisions
-  for (long r = 0; r < count; ++r) {
-    Run& run = runs[static_cast<std::size_t>(r)];
-    run.index = r + 1;
-    // Mixed radix, the first key slowest: the order of nested loops in the file's order.
-    run.choice.resize(sf.keys.size());
-    long rest = r;
-    for (std::size_t k = sf.keys.size(); k-- > 0;) {
-      const long n = static_cast<long>(sf.keys[k].values.size());
-      run.choice[k] = static_cast<std::size_t>(rest % n);
-      rest /= n;
+// The deck as train will read it: the base text with overrides, checked by load_config; its
+// resolved values, and run.dir set. A refusal of a swept key names its line here; one about a
+// base key names the combination.
+std::string check_run_deck(const Sweep& sw, Run& run, const std::vector<std::pair<std::string, std::string>>& sets,
+                           const std::string& combination) {
+  const auto& schema = deck_schema();
+  const SweepFile& sf = sw.file;
+  std::vector<std::string> overrides;
+  for (const auto& [key, value] : sets) overrides.push_back(key + "=" + value);
+  try {
+    Deck deck(sf.deck, sw.base_text, overrides, schema);
+    load_config(deck);
+    run.run_dir = deck.value_text("run.out");
+    return deck.resolved();
+  } catch (const DeckError& e) {
+    std::string message = e.what();
+    for (std::size_t k = 0; k < sf.keys.size(); ++k) {  // sets[k] is sf.keys[k]'s value
+      const std::string prefix = "--set " + sets[k].first + "=" + sets[k].second + ": ";
+      if (message.compare(0, prefix.size(), prefix) == 0)
+        throw DeckError(sw.at_line(sf.keys[k].line) + ": " + sets[k].first + " = " + sets[k].second + " (run " +
+                        std::to_string(run.index) + " of " + std::to_string(sw.count) +
+                        "): " + message.substr(prefix.size()));
     }
-    const std::string id = padded(run.index, width);
-    run.deck_path = dir + "/decks/run_" + id + ".deck";
-
-    std::vector<std::pair<std::string, std::string>> sets;  // key, value
-    std::string combination;
-    for (std::size_t k = 0; k < sf.keys.size(); ++k) {
-      const auto& v = sf.keys[k].values[run.choice[k]];
-      sets.emplace_back(sf.keys[k].key, v);
-      combination += (combination.empty() ? "" : ", ") + sf.keys[k].key + " = " + v + " (line " +
-                     std::to_string(sf.keys[k].line) + ")";
-    }
-    if (!sets_out) sets.emplace_back("run.out", dir + "/run_" + id);
-    if (!sets_name) sets.emplace_back("run.name", base_name + "_" + id);
-
-    // The deck as train will read it: the base text with overrides, checked by load_config. A
-    // refusal of a swept key names its line here; one about a base key names the combination.
-    std::vector<std::string> overrides;
-    for (const auto& [key, value] : sets) overrides.push_back(key + "=" + value);
-    std::string resolved;
-    try {
-      Deck deck(sf.deck, base_text, overrides, schema);
-      load_config(deck);
-      resolved = deck.resolved();
-      run.run_dir = deck.value_text("run.out");
-    } catch (const DeckError& e) {
-      std::string message = e.what();
-      for (std::size_t k = 0; k < sf.keys.size(); ++k) {  // sets[k] is sf.keys[k]'s value
-        const std::string prefix = "--set " + sets[k].first + "=" + sets[k].second + ": ";
-        if (message.compare(0, prefix.size(), prefix) == 0)
-          throw DeckError(at_line(sf.keys[k].line) + ": " + sets[k].first + " = " + sets[k].second +
-                          " (run " + std::to_string(run.index) + " of " + std::to_string(count) +
-                          "): " + message.substr(prefix.size()));
-      }
-      throw DeckError(sweep_path + ": run " + std::to_string(run.index) + " of " +
-                      std::to_string(count) + " (" + combination + ") is refused: " + message);
-    }
-
-    // The same deck as text: the swept lines replaced in the base deck, with a header.
-    std::string text = base_text;
-    for (std::size_t s = 0; s < sets.size(); ++s) {
-      const bool generated = s >= sf.keys.size();
-      const std::string note = generated ? "set by quartet sweep for this run"
-                                         : "swept: " + at_line(sf.keys[s].line);
-      text = set_key(text, sets[s].first, sets[s].second, note);
-    }
-    std::string header = "# " + run.deck_path + " - run " + std::to_string(run.index) + " of " +
-                         std::to_string(count) + " of the sweep " + sweep_path +
-                         ", written by `quartet sweep`\n# (regenerate it rather than edit it). "
-                         "The base deck " + sf.deck + ", with:\n";
-    for (const auto& [key, value] : sets) header += "#   " + key + " = " + value + "\n";
-    header += "# Relative paths are relative to the directory quartet runs in, as in the base deck.\n"
-              "# ----------------------------------------------------------------------------\n";
-    run.text = header + text;
-    // The text must say exactly what the overrides said: anything else is a bug in set_key.
-    Deck written(run.deck_path, run.text, {}, schema);
-    load_config(written);
-    QUARTET_CHECK(written.resolved() == resolved,
-                  "quartet sweep: the deck written for run " + std::to_string(run.index) +
-                      " does not read back as the base deck with " + combination);
-    run.resolved = resolved;
-
-    if (auto [it, fresh] = run_of_dir.emplace(run.run_dir, run.index); !fresh) {
-      int line = 0;
-      for (const auto& k : sf.keys)
-        if (k.key == "run.out") line = k.line;
-      throw DeckError(at_line(line) + ": run.out: runs " + std::to_string(it->second) + " and " +
-                      std::to_string(run.index) + " would share the run directory " + run.run_dir +
-                      " (and resume each other's checkpoints); give every run its own run.out, "
-                      "or leave run.out out of the sweep");
-    }
+    throw DeckError(sw.path + ": run " + std::to_string(run.index) + " of " + std::to_string(sw.count) + " (" +
+                    combination + ") is refused: " + message);
   }
+}
 
-  // A run directory that exists belongs to the deck written for it before: train would resume
-  // its checkpoints, which must not come from other values.
+// The same deck as text: the swept lines replaced in the base deck, with a header.
+std::string run_deck_text(const Sweep& sw, const Run& run, const std::vector<std::pair<std::string, std::string>>& sets) {
+  const SweepFile& sf = sw.file;
+  std::string text = sw.base_text;
+  for (std::size_t s = 0; s < sets.size(); ++s) {
+    const bool generated = s >= sf.keys.size();
+    const std::string note = generated ? "set by quartet sweep for this run" : "swept: " + sw.at_line(sf.keys[s].line);
+    text = set_key(text, sets[s].first, sets[s].second, note);
+  }
+  std::string header = "# " + run.deck_path + " - run " + std::to_string(run.index) + " of " +
+                       std::to_string(sw.count) + " of the sweep " + sw.path +
+                       ", written by `quartet sweep`\n# (regenerate it rather than edit it). "
+                       "The base deck " + sf.deck + ", with:\n";
+  for (const auto& [key, value] : sets) header += "#   " + key + " = " + value + "\n";
+  header += "# Relative paths are relative to the directory quartet runs in, as in the base deck.\n"
+            "# ----------------------------------------------------------------------------\n";
+  return header + text;
+}
+
+// Run r (0-based) of the sweep: its values, its deck checked as train will read it, and the
+// text of that deck, checked to read back as the same values.
+Run make_run(const Sweep& sw, long r) {
+  const SweepFile& sf = sw.file;
+  Run run;
+  run.index = r + 1;
+  // Mixed radix, the first key slowest: the order of nested loops in the file's order.
+  run.choice.resize(sf.keys.size());
+  long rest = r;
+  for (std::size_t k = sf.keys.size(); k-- > 0;) {
+    const long n = static_cast<long>(sf.keys[k].values.size());
+    run.choice[k] = static_cast<std::size_t>(rest % n);
+    rest /= n;
+  }
+  const std::string id = padded(run.index, sw.width);
+  run.deck_path = sw.dir + "/decks/run_" + id + ".deck";
+
+  std::vector<std::pair<std::string, std::string>> sets;  // key, value
+  std::string combination;
+  for (std::size_t k = 0; k < sf.keys.size(); ++k) {
+    const auto& v = sf.keys[k].values[run.choice[k]];
+    sets.emplace_back(sf.keys[k].key, v);
+    combination += (combination.empty() ? "" : ", ") + sf.keys[k].key + " = " + v + " (line " +
+                   std::to_string(sf.keys[k].line) + ")";
+  }
+  if (!sw.sets_out) sets.emplace_back("run.out", sw.dir + "/run_" + id);
+  if (!sw.sets_name) sets.emplace_back("run.name", sw.base_name + "_" + id);
+
+  const std::string resolved = check_run_deck(sw, run, sets, combination);
+  run.text = run_deck_text(sw, run, sets);
+  // The text must say exactly what the overrides said: anything else is a bug in set_key.
+  Deck written(run.deck_path, run.text, {}, deck_schema());
+  load_config(written);
+  QUARTET_CHECK(written.resolved() == resolved,
+                "quartet sweep: the deck written for run " + std::to_string(run.index) +
+                    " does not read back as the base deck with " + combination);
+  run.resolved = resolved;
+  return run;
+}
+
+// A run whose directory an earlier run already has is refused, naming run.out's line.
+void check_distinct_dir(const Sweep& sw, const Run& run, std::map<std::string, long>& run_of_dir) {
+  if (auto [it, fresh] = run_of_dir.emplace(run.run_dir, run.index); !fresh) {
+    int line = 0;
+    for (const auto& k : sw.file.keys)
+      if (k.key == "run.out") line = k.line;
+    throw DeckError(sw.at_line(line) + ": run.out: runs " + std::to_string(it->second) + " and " +
+                    std::to_string(run.index) + " would share the run directory " + run.run_dir +
+                    " (and resume each other's checkpoints); give every run its own run.out, "
+                    "or leave run.out out of the sweep");
+  }
+}
+
+// A run directory that exists belongs to the deck written for it before: train would resume
+// its checkpoints, which must not come from other values.
+void check_existing_dirs(const Sweep& sw, const std::vector<Run>& runs) {
   for (const auto& run : runs) {
     if (!path_exists(run.run_dir)) continue;
     if (resolved_or_empty(run.deck_path) == run.resolved) continue;
-    throw DeckError(sweep_path + ": run " + std::to_string(run.index) + "'s directory " + run.run_dir +
+    throw DeckError(sw.path + ": run " + std::to_string(run.index) + "'s directory " + run.run_dir +
                     " already exists, and " + run.deck_path +
                     (is_regular_file(run.deck_path) ? " there now has other values"
                                                     : " that made it is missing") +
                     ": train would resume that run's checkpoints with this run's values. Remove " +
                     run.run_dir + ", or write this sweep elsewhere (--out DIR)");
   }
+}
 
-  make_directories(dir + "/decks");
-  std::string list;
-  for (const auto& run : runs) {
-    write_text_atomically(run.deck_path, run.text);
-    list += run.deck_path + "\n";
-  }
-  const std::string list_path = dir + "/decks.list";
-  write_text_atomically(list_path, list);
-
-  // The summary: one row per run with its values, as spelled in the sweep file.
+// The summary: one row per run with its values, as spelled in the sweep file, and how to submit.
+void print_summary(const Sweep& sw, const std::vector<Run>& runs, const std::string& list_path, std::ostream& out) {
+  const SweepFile& sf = sw.file;
   std::vector<std::string> head{"run"};
   for (const auto& k : sf.keys) head.push_back(k.key);
   head.push_back("deck");
@@ -408,8 +417,8 @@ void sweep_to(const CommandLine& cl, std::ostream& out) {
     for (std::size_t c = 0; c < row.size(); ++c) w[c] = std::max(w[c], row[c].size());
     rows.push_back(std::move(row));
   }
-  out << "sweep " << sweep_path << ": " << count << (count == 1 ? " run" : " runs") << " of "
-      << sf.deck << "\n";
+  const long count = sw.count;
+  out << "sweep " << sw.path << ": " << count << (count == 1 ? " run" : " runs") << " of " << sf.deck << "\n";
   auto print = [&](const std::vector<std::string>& row) {
     std::string line;
     for (std::size_t c = 0; c < row.size(); ++c) {
@@ -429,12 +438,59 @@ void sweep_to(const CommandLine& cl, std::ostream& out) {
     for (std::size_t r = rows.size() - 5; r < rows.size(); ++r) print(rows[r]);
   }
   out << "wrote " << count << (count == 1 ? " deck" : " decks") << " and " << list_path
-      << " (line i: run i; run i writes to " << (sets_out ? "its run.out" : dir + "/run_<i>") << ")\n"
+      << " (line i: run i; run i writes to " << (sw.sets_out ? "its run.out" : sw.dir + "/run_<i>") << ")\n"
       << "submit all runs, one array task each:\n"
       << "  sbatch --array=1-" << count << " slurm/sweep.sbatch " << list_path << "\n";
   if (count > 4)
     out << "(--array=1-" << count << "%4 runs at most 4 at a time; a requeued task resumes from "
         << "its own checkpoints)\n";
+}
+
+}  // namespace
+
+void sweep_to(const CommandLine& cl, std::ostream& out) {
+  const auto& schema = deck_schema();
+  Sweep sw;
+  sw.path = cl.operand;
+  sw.file = parse_sweep(sw.path, read_deck_file(sw.path), schema);
+  const SweepFile& sf = sw.file;
+  sw.dir = output_dir(cl, sf, sw.path);
+
+  if (!is_regular_file(sf.deck))
+    throw DeckError(sw.at_line(sf.deck_line) + ": deck = " + sf.deck +
+                    ": no such file (the path is relative to the current directory)");
+  sw.base_text = read_deck_file(sf.deck);
+  // Syntax and unknown keys of the base deck, naming its lines. Its values are checked per run
+  // below: a base deck may be incomplete on its own in ways the swept keys complete.
+  const Deck base(sf.deck, sw.base_text, {}, schema);
+
+  sw.count = run_count(sw);
+  sw.width = digits(sw.count);
+  auto swept = [&](const std::string& key) {
+    return std::any_of(sf.keys.begin(), sf.keys.end(), [&](const SweptKey& k) { return k.key == key; });
+  };
+  sw.sets_out = swept("run.out");
+  sw.sets_name = swept("run.name");
+  sw.base_name = base.value_text("run.name");
+
+  std::vector<Run> runs;
+  runs.reserve(static_cast<std::size_t>(sw.count));
+  std::map<std::string, long> run_of_dir;  // run.out -> run, for collisions
+  for (long r = 0; r < sw.count; ++r) {
+    runs.push_back(make_run(sw, r));
+    check_distinct_dir(sw, runs.back(), run_of_dir);
+  }
+  check_existing_dirs(sw, runs);
+
+  make_directories(sw.dir + "/decks");
+  std::string list;
+  for (const auto& run : runs) {
+    write_text_atomically(run.deck_path, run.text);
+    list += run.deck_path + "\n";
+  }
+  const std::string list_path = sw.dir + "/decks.list";
+  write_text_atomically(list_path, list);
+  print_summary(sw, runs, list_path, out);
 }
 
 int run_sweep(const CommandLine& cl) {

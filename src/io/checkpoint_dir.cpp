@@ -469,91 +469,94 @@ void files_under(const std::string& dir, const std::string& prefix, std::vector<
   }
 }
 
-Verified verify(const std::string& step_directory, MPI_Comm comm, const CheckpointNeeds& needs) {
-  const std::string dir = strip_trailing_slashes(step_directory);
-  const std::string label = base_name(dir);
-  // Rank 0 looks at the directory; every rank gets what it saw, so that all of them check the
-  // same files against the same manifest and list the same problems in the same order.
-  std::string plan_text;
-  if (rank_of(comm) == 0) {
-    json plan = {{"problems", json::array()}, {"manifest", nullptr}, {"files", json::array()}};
-    const std::string path = dir + "/" + kManifestName;
-    if (!is_directory(dir)) {
-      plan["problems"].push_back(label + ": no such directory");
-    } else if (!path_exists(path)) {
-      plan["problems"].push_back(label + ": no manifest.json (the write did not finish)");
-    } else {
-      std::string text;
-      std::optional<Manifest> m;
-      const std::string error = capture([&] { text = read_file(path); });
-      if (!error.empty()) {
-        plan["problems"].push_back(label + "/" + kManifestName + ": cannot read it: " + error);
-      } else {
-        try {
-          m = parse_manifest(text);
-        } catch (const Malformed& e) {
-          plan["problems"].push_back(label + "/" + kManifestName + ": malformed: " + e.what());
-        }
-      }
-      if (m) {
-        plan["manifest"] = text;
-        const std::optional<int64_t> named = parse_step_name(label);
-        if (named && *named != m->iteration)
-          plan["problems"].push_back(label + "/" + kManifestName + ": says iteration " +
-                                     std::to_string(m->iteration) + ", but the directory is " + label);
-        // Per file: "" (the size is right: read it back) or what is wrong with it instead.
-        for (const ManifestFile& f : m->files) {
-          const std::string name = label + "/" + f.name, fpath = dir + "/" + f.name;
-          struct stat st {};
-          std::string problem;
-          if (::stat(fpath.c_str(), &st) != 0)
-            problem = errno == ENOENT ? name + ": missing (the manifest lists " + std::to_string(f.bytes) + " bytes)"
-                                      : name + ": cannot stat it: " + std::strerror(errno);
-          else if (!S_ISREG(st.st_mode))
-            problem = name + ": not a regular file";
-          else if (static_cast<int64_t>(st.st_size) != f.bytes)
-            problem = name + ": " + std::to_string(st.st_size) + " bytes, the manifest says " +
-                      std::to_string(f.bytes) + (st.st_size < f.bytes ? " (truncated)" : " (grown)");
-          plan["files"].push_back(problem);
-        }
-        // The manifest fixes the set of files: the reader's files must be in it, and nothing in
-        // the directory may be outside it (a file it does not list is vouched for by nothing).
-        std::set<std::string> listed;
-        for (const ManifestFile& f : m->files) listed.insert(f.name);
-        const std::string reader = needs.reader.empty() ? "the reader" : needs.reader;
-        for (const std::string& f : needs.files)
-          if (!listed.count(f))
-            plan["problems"].push_back(label + "/" + kManifestName + ": lists no " + f + ", which " + reader + " needs");
-        std::vector<std::string> present;
-        const std::string error = capture([&] { files_under(dir, "", &present); });
-        if (!error.empty()) plan["problems"].push_back(label + ": cannot list it: " + error);
-        for (const std::string& f : present)
-          if (f != kManifestName && !listed.count(f))
-            plan["problems"].push_back(label + "/" + f + ": in the directory, but not in the manifest");
-      }
-    }
-    plan_text = plan.dump(-1, ' ', false, json::error_handler_t::replace);  // names need not be UTF-8
+// What is wrong with the size of a file the manifest lists, or "" when it is right (then its
+// bytes are read back).
+std::string size_problem(const std::string& dir, const std::string& label, const ManifestFile& f) {
+  const std::string name = label + "/" + f.name, fpath = dir + "/" + f.name;
+  struct stat st {};
+  std::string problem;
+  if (::stat(fpath.c_str(), &st) != 0)
+    problem = errno == ENOENT ? name + ": missing (the manifest lists " + std::to_string(f.bytes) + " bytes)"
+                              : name + ": cannot stat it: " + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = name + ": not a regular file";
+  else if (static_cast<int64_t>(st.st_size) != f.bytes)
+    problem = name + ": " + std::to_string(st.st_size) + " bytes, the manifest says " +
+              std::to_string(f.bytes) + (st.st_size < f.bytes ? " (truncated)" : " (grown)");
+  return problem;
+}
+
+// The manifest fixes the set of files: the reader's files must be in it, and nothing in
+// the directory may be outside it (a file it does not list is vouched for by nothing).
+void file_set_problems(const std::string& dir, const std::string& label, const Manifest& m,
+                       const CheckpointNeeds& needs, json& problems) {
+  std::set<std::string> listed;
+  for (const ManifestFile& f : m.files) listed.insert(f.name);
+  const std::string reader = needs.reader.empty() ? "the reader" : needs.reader;
+  for (const std::string& f : needs.files)
+    if (!listed.count(f))
+      problems.push_back(label + "/" + kManifestName + ": lists no " + f + ", which " + reader + " needs");
+  std::vector<std::string> present;
+  const std::string error = capture([&] { files_under(dir, "", &present); });
+  if (!error.empty()) problems.push_back(label + ": cannot list it: " + error);
+  for (const std::string& f : present)
+    if (f != kManifestName && !listed.count(f))
+      problems.push_back(label + "/" + f + ": in the directory, but not in the manifest");
+}
+
+// Rank 0's look at the directory, as JSON for the other ranks: "problems" found so far,
+// "manifest" (its text, or null when it cannot be used) and, per listed file, "files": ""
+// (the size is right: read it back) or what is wrong with it instead.
+json survey(const std::string& dir, const std::string& label, const CheckpointNeeds& needs) {
+  json plan = {{"problems", json::array()}, {"manifest", nullptr}, {"files", json::array()}};
+  const std::string path = dir + "/" + kManifestName;
+  if (!is_directory(dir)) {
+    plan["problems"].push_back(label + ": no such directory");
+    return plan;
   }
-  bcast_string(&plan_text, 0, comm);
-  const json plan = json::parse(plan_text);
+  if (!path_exists(path)) {
+    plan["problems"].push_back(label + ": no manifest.json (the write did not finish)");
+    return plan;
+  }
+  std::string text;
+  std::optional<Manifest> m;
+  const std::string error = capture([&] { text = read_file(path); });
+  if (!error.empty()) {
+    plan["problems"].push_back(label + "/" + kManifestName + ": cannot read it: " + error);
+  } else {
+    try {
+      m = parse_manifest(text);
+    } catch (const Malformed& e) {
+      plan["problems"].push_back(label + "/" + kManifestName + ": malformed: " + e.what());
+    }
+  }
+  if (!m) return plan;
+  plan["manifest"] = text;
+  const std::optional<int64_t> named = parse_step_name(label);
+  if (named && *named != m->iteration)
+    plan["problems"].push_back(label + "/" + kManifestName + ": says iteration " + std::to_string(m->iteration) +
+                               ", but the directory is " + label);
+  for (const ManifestFile& f : m->files) plan["files"].push_back(size_problem(dir, label, f));
+  file_set_problems(dir, label, *m, needs, plan["problems"]);
+  return plan;
+}
 
-  Verified v;
-  for (const json& p : plan["problems"]) v.problems.push_back(p.get<std::string>());
-  if (plan["manifest"].is_null()) return v;
-  Manifest m = parse_manifest(plan["manifest"].get<std::string>());  // rank 0 parsed these bytes already
-
+// The chunks of each file whose size is right, against their checksums: a few ranges named per
+// file, then how many more.
+void chunk_problems(const std::string& dir, const std::string& label, const Manifest& m, const json& sizes,
+                    MPI_Comm comm, std::vector<std::string>& problems) {
   std::vector<std::string> paths;
   std::vector<int64_t> bytes;
   for (size_t f = 0; f < m.files.size(); ++f) {
     paths.push_back(dir + "/" + m.files[f].name);
-    bytes.push_back(plan["files"][f].get<std::string>().empty() ? m.files[f].bytes : -1);
+    bytes.push_back(sizes[f].get<std::string>().empty() ? m.files[f].bytes : -1);
   }
   const ChunkSums sums = checksum_chunks(paths, bytes, m.chunk_bytes, comm);
   for (size_t f = 0; f < m.files.size(); ++f) {
     const std::string name = label + "/" + m.files[f].name;
-    const std::string size_problem = plan["files"][f].get<std::string>();
+    const std::string size_problem = sizes[f].get<std::string>();
     if (!size_problem.empty()) {
-      v.problems.push_back(size_problem);
+      problems.push_back(size_problem);
       continue;
     }
     int listed = 0, more = 0;
@@ -570,28 +573,50 @@ Verified verify(const std::string& step_directory, MPI_Comm comm, const Checkpoi
       ++listed;
       const std::string range = "bytes " + std::to_string(k * m.chunk_bytes) + ".." +
                                 std::to_string(std::min(bytes[f], (k + 1) * m.chunk_bytes));
-      v.problems.push_back(status == 0 ? name + ": " + range + " do not match their checksum (corrupt)"
-                                       : name + ": " + range + " cannot be read: " + status_text(status));
+      problems.push_back(status == 0 ? name + ": " + range + " do not match their checksum (corrupt)"
+                                     : name + ": " + range + " cannot be read: " + status_text(status));
     }
     if (more > 0)
-      v.problems.push_back(name + ": and " + std::to_string(more) +
-                           (more_unreadable ? " more chunks do not match their checksum or cannot be read"
-                                            : " more chunks do not match their checksum"));
+      problems.push_back(name + ": and " + std::to_string(more) +
+                         (more_unreadable ? " more chunks do not match their checksum or cannot be read"
+                                          : " more chunks do not match their checksum"));
   }
+}
+
+// What the files say of each other (needs.consistent, on rank 0), for every rank.
+void consistency_problems(const std::string& dir, const std::string& label, const Manifest& m,
+                          const CheckpointNeeds& needs, MPI_Comm comm, std::vector<std::string>& problems) {
+  std::string found;
+  if (rank_of(comm) == 0) {
+    json list = json::array();
+    const std::string error = capture([&] {
+      for (const std::string& p : needs.consistent(dir, m)) list.push_back(label + "/" + p);
+    });
+    if (!error.empty()) list.push_back(label + ": " + error);
+    found = list.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  bcast_string(&found, 0, comm);
+  for (const json& p : json::parse(found)) problems.push_back(p.get<std::string>());
+}
+
+Verified verify(const std::string& step_directory, MPI_Comm comm, const CheckpointNeeds& needs) {
+  const std::string dir = strip_trailing_slashes(step_directory);
+  const std::string label = base_name(dir);
+  // Rank 0 looks at the directory; every rank gets what it saw, so that all of them check the
+  // same files against the same manifest and list the same problems in the same order.
+  std::string plan_text;
+  if (rank_of(comm) == 0)
+    plan_text = survey(dir, label, needs).dump(-1, ' ', false, json::error_handler_t::replace);  // names need not be UTF-8
+  bcast_string(&plan_text, 0, comm);
+  const json plan = json::parse(plan_text);
+
+  Verified v;
+  for (const json& p : plan["problems"]) v.problems.push_back(p.get<std::string>());
+  if (plan["manifest"].is_null()) return v;
+  Manifest m = parse_manifest(plan["manifest"].get<std::string>());  // rank 0 parsed these bytes already
+  chunk_problems(dir, label, m, plan["files"], comm, v.problems);
   // What the files say of each other, once their bytes are known to be the ones written.
-  if (v.problems.empty() && needs.consistent) {
-    std::string found;
-    if (rank_of(comm) == 0) {
-      json list = json::array();
-      const std::string error = capture([&] {
-        for (const std::string& p : needs.consistent(dir, m)) list.push_back(label + "/" + p);
-      });
-      if (!error.empty()) list.push_back(label + ": " + error);
-      found = list.dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-    bcast_string(&found, 0, comm);
-    for (const json& p : json::parse(found)) v.problems.push_back(p.get<std::string>());
-  }
+  if (v.problems.empty() && needs.consistent) consistency_problems(dir, label, m, needs, comm, v.problems);
   v.manifest = std::move(m);
   return v;
 }

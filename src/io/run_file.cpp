@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <limits>
 #include <sstream>
 
@@ -85,6 +84,154 @@ H5 open_serial(const std::string& path, unsigned flags) {
 torch::Tensor pad_to(const torch::Tensor& t, int64_t left, int64_t right) {
   namespace F = torch::nn::functional;
   return F::pad(t, F::PadFuncOptions({left, right}));
+}
+
+// The group of an iteration's rollouts under /rollouts: the iteration, %06lld.
+std::string rollout_group_name(std::int64_t iteration) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%06lld", static_cast<long long>(iteration));
+  return std::string(buf);
+}
+
+// The rollouts' numbers, collectively with parallel HDF5: every rank its own rows of
+// /rollouts/<name>, each tensor padded to the group's longest prompt and answer.
+void write_rollout_tensors(const std::string& path, MPI_Comm comm, const std::string& name, std::int64_t iteration,
+                           const RolloutRecord& ro) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int64_t rows = ro.sequences.size(0), P = ro.sequences.size(1) - ro.action_mask.size(1),
+                A = ro.action_mask.size(1);
+  std::vector<int64_t> mine{rows, P, A}, all(static_cast<size_t>(3 * size));
+  watched::allgather(mine.data(), 3, MPI_INT64_T, all.data(), comm, "the rollouts' shapes");
+  int64_t total = 0, offset = 0, Pm = 0, Am = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) offset = total;
+    total += all[static_cast<size_t>(3 * r)];
+    Pm = std::max(Pm, all[static_cast<size_t>(3 * r + 1)]);
+    Am = std::max(Am, all[static_cast<size_t>(3 * r + 2)]);
+  }
+  // Parallel HDF5 from the open to the close: one watched collective.
+  auto watch = watched::scope(comm, "writing the rollouts of iteration " + std::to_string(iteration) + " to " + path);
+  H5 fapl{H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose};
+  H5_CHECK(H5Pset_fapl_mpio(fapl.id, comm, MPI_INFO_NULL));
+  H5 file{H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id)), H5Fclose};
+  H5 rollouts = group(file.id, "rollouts");
+  if (exists(rollouts.id, name)) H5_CHECK(H5Ldelete(rollouts.id, name.c_str(), H5P_DEFAULT));  // a torn one
+  H5 g = group(rollouts.id, name);
+  H5 xfer{H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose};
+  H5_CHECK(H5Pset_dxpl_mpio(xfer.id, H5FD_MPIO_COLLECTIVE));
+  auto put = [&](const char* dname, torch::Tensor t, hid_t file_type, hid_t mem_type, torch::ScalarType as) {
+    if (!t.defined()) return;
+    t = t.detach().to(torch::kCPU).to(as).contiguous();
+    std::vector<hsize_t> dims{static_cast<hsize_t>(total)};
+    for (int64_t d = 1; d < t.dim(); ++d) dims.push_back(static_cast<hsize_t>(t.size(d)));
+    H5 space{H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose};
+    H5 set{H5_CHECK(H5Dcreate2(g.id, dname, file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose};
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = static_cast<hsize_t>(offset);
+    count[0] = static_cast<hsize_t>(rows);
+    H5 fs{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+    H5 ms{H5_CHECK(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)), H5Sclose};
+    if (rows > 0) {
+      H5_CHECK(H5Sselect_hyperslab(fs.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+    } else {
+      H5_CHECK(H5Sselect_none(fs.id));
+      H5_CHECK(H5Sselect_none(ms.id));
+    }
+    H5_CHECK(H5Dwrite(set.id, mem_type, ms.id, fs.id, xfer.id, rows > 0 ? t.data_ptr() : nullptr));
+  };
+  const int64_t lp = Pm - P, ra = Am - A;
+  put("sequences", pad_to(ro.sequences, lp, ra), H5T_STD_I64LE, H5T_NATIVE_INT64, torch::kLong);
+  put("attention_mask", pad_to(ro.attention_mask, lp, ra), H5T_STD_I8LE, H5T_NATIVE_INT8, torch::kChar);
+  put("action_mask", pad_to(ro.action_mask, 0, ra), H5T_STD_I8LE, H5T_NATIVE_INT8, torch::kChar);
+  put("scores", ro.scores, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, torch::kFloat);
+  for (auto [dname, t] : {std::pair<const char*, torch::Tensor>{"logprobs", ro.logprobs},
+                          {"ref_logprobs", ro.ref_logprobs},
+                          {"values", ro.values},
+                          {"advantages", ro.advantages},
+                          {"returns", ro.returns}}) {
+    // A tensor the run has (on every rank alike) is stored; one it lacks is left out.
+    if (t.defined()) put(dname, pad_to(t, 0, ra), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, torch::kFloat);
+  }
+  int_attr(g.id, "prompt_length", Pm);
+}
+
+// The texts travel to rank 0: parallel HDF5 cannot write variable-length strings. On rank 0,
+// every rank's prompts and completions in rank order; elsewhere nothing.
+void gather_rollout_texts(MPI_Comm comm, const RolloutRecord& ro, std::vector<std::string>& prompts,
+                          std::vector<std::string>& completions) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<std::string> strings = ro.prompts;  // this rank's prompts and completions, for rank 0
+  strings.insert(strings.end(), ro.completions.begin(), ro.completions.end());
+  std::string packed;
+  for (const auto& s : strings) packed += s + '\0';
+  int n = static_cast<int>(packed.size());
+  std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
+  watched::gather(&n, 1, MPI_INT, lens.data(), 0, comm, "the sizes of the rollouts' texts");
+  int sum = 0;
+  for (int r = 0; r < size; ++r) {
+    offs[static_cast<size_t>(r)] = sum;
+    sum += lens[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(rank == 0 ? sum : 0), '\0');
+  watched::gatherv(packed.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), 0, comm, "the rollouts' texts");
+  if (rank != 0) return;
+  for (int r = 0; r < size; ++r) {
+    std::vector<std::string> parts;
+    size_t at = static_cast<size_t>(offs[static_cast<size_t>(r)]);
+    const size_t end = at + static_cast<size_t>(lens[static_cast<size_t>(r)]);
+    while (at < end) {
+      const size_t z = all.find('\0', at);
+      parts.push_back(all.substr(at, z - at));
+      at = z + 1;
+    }
+    const size_t half = parts.size() / 2;
+    prompts.insert(prompts.end(), parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(half));
+    completions.insert(completions.end(), parts.begin() + static_cast<std::ptrdiff_t>(half), parts.end());
+  }
+}
+
+// Row `row` of every series: the iteration, its metrics, timing and memory.
+void write_iteration_rows(hid_t file, hsize_t row, const IterationRecord& rec) {
+  H5 metrics = group(file, "metrics");
+  {
+    H5 set = open_series(metrics.id, "iteration", 0, H5T_STD_I64LE);
+    write_row(set.id, row, {0.0}, false, H5T_NATIVE_INT64, &rec.iteration);
+  }
+  for (const auto& [m, v] : rec.metrics) {
+    H5 set = open_series(metrics.id, m, 0, H5T_IEEE_F64LE);
+    write_row(set.id, row, {v}, false, H5T_NATIVE_DOUBLE, &v);
+  }
+  for (auto [gname, series] : {std::pair<const char*, const std::map<std::string, std::vector<double>>*>{
+                                   "timing", &rec.timing},
+                               {"memory", &rec.memory}}) {
+    H5 g = group(file, gname);
+    for (const auto& [phase, values] : *series) {
+      H5 set = open_series(g.id, phase, static_cast<hsize_t>(values.size()), H5T_IEEE_F64LE);
+      write_row(set.id, row, values, true, H5T_NATIVE_DOUBLE, values.data());
+    }
+  }
+}
+
+// The prompts and completions of /rollouts/<name> as UTF-8 variable-length strings.
+void write_rollout_texts(hid_t file, const std::string& name, const std::vector<std::string>& prompts,
+                         const std::vector<std::string>& completions) {
+  H5 g{H5_CHECK(H5Gopen2(file, ("rollouts/" + name).c_str(), H5P_DEFAULT)), H5Gclose};
+  H5 type{H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose};
+  H5_CHECK(H5Tset_size(type.id, H5T_VARIABLE));
+  H5_CHECK(H5Tset_cset(type.id, H5T_CSET_UTF8));
+  for (auto [dname, texts] : {std::pair<const char*, const std::vector<std::string>*>{"prompt", &prompts},
+                              {"completion", &completions}}) {
+    hsize_t n = texts->size();
+    std::vector<const char*> ptrs;
+    for (const auto& s : *texts) ptrs.push_back(s.c_str());
+    H5 space{H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose};
+    H5 set{H5_CHECK(H5Dcreate2(g.id, dname, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose};
+    if (n) H5_CHECK(H5Dwrite(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()));
+  }
 }
 
 // The writer's side of the readers' protocol: an exclusive flock on <run.h5>.lock while the
@@ -163,109 +310,18 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   MPI_CHECK(MPI_Comm_size(comm_, &size));
-  const std::string name = ro ? [&] {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%06lld", static_cast<long long>(rec.iteration));
-    return std::string(buf);
-  }() : std::string();
+  const std::string name = ro ? rollout_group_name(rec.iteration) : std::string();
 
   // Rank 0 holds the readers off until the iteration is complete; the group waits for it.
   std::unique_ptr<WriteLock> lock;
   if (rank == 0) lock = std::make_unique<WriteLock>(path_);
   watched::barrier(comm_, "run.h5 locked for iteration " + std::to_string(rec.iteration));
 
-  // 1. The rollouts' numbers, collectively with parallel HDF5: every rank its own rows.
-  std::vector<std::string> strings;  // this rank's prompts and completions, for rank 0
-  if (ro) {
-    const int64_t rows = ro->sequences.size(0), P = ro->sequences.size(1) - ro->action_mask.size(1),
-                  A = ro->action_mask.size(1);
-    std::vector<int64_t> mine{rows, P, A}, all(static_cast<size_t>(3 * size));
-    watched::allgather(mine.data(), 3, MPI_INT64_T, all.data(), comm_, "the rollouts' shapes");
-    int64_t total = 0, offset = 0, Pm = 0, Am = 0;
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) offset = total;
-      total += all[static_cast<size_t>(3 * r)];
-      Pm = std::max(Pm, all[static_cast<size_t>(3 * r + 1)]);
-      Am = std::max(Am, all[static_cast<size_t>(3 * r + 2)]);
-    }
-    // Parallel HDF5 from the open to the close: one watched collective.
-    auto watch = watched::scope(comm_, "writing the rollouts of iteration " + std::to_string(rec.iteration) + " to " + path_);
-    H5 fapl{H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose};
-    H5_CHECK(H5Pset_fapl_mpio(fapl.id, comm_, MPI_INFO_NULL));
-    H5 file{H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id)), H5Fclose};
-    H5 rollouts = group(file.id, "rollouts");
-    if (exists(rollouts.id, name)) H5_CHECK(H5Ldelete(rollouts.id, name.c_str(), H5P_DEFAULT));  // a torn one
-    H5 g = group(rollouts.id, name);
-    H5 xfer{H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose};
-    H5_CHECK(H5Pset_dxpl_mpio(xfer.id, H5FD_MPIO_COLLECTIVE));
-    auto put = [&](const char* dname, torch::Tensor t, hid_t file_type, hid_t mem_type, torch::ScalarType as) {
-      if (!t.defined()) return;
-      t = t.detach().to(torch::kCPU).to(as).contiguous();
-      std::vector<hsize_t> dims{static_cast<hsize_t>(total)};
-      for (int64_t d = 1; d < t.dim(); ++d) dims.push_back(static_cast<hsize_t>(t.size(d)));
-      H5 space{H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose};
-      H5 set{H5_CHECK(H5Dcreate2(g.id, dname, file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose};
-      std::vector<hsize_t> start(dims.size(), 0), count = dims;
-      start[0] = static_cast<hsize_t>(offset);
-      count[0] = static_cast<hsize_t>(rows);
-      H5 fs{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
-      H5 ms{H5_CHECK(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)), H5Sclose};
-      if (rows > 0) {
-        H5_CHECK(H5Sselect_hyperslab(fs.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
-      } else {
-        H5_CHECK(H5Sselect_none(fs.id));
-        H5_CHECK(H5Sselect_none(ms.id));
-      }
-      H5_CHECK(H5Dwrite(set.id, mem_type, ms.id, fs.id, xfer.id, rows > 0 ? t.data_ptr() : nullptr));
-    };
-    const int64_t lp = Pm - P, ra = Am - A;
-    put("sequences", pad_to(ro->sequences, lp, ra), H5T_STD_I64LE, H5T_NATIVE_INT64, torch::kLong);
-    put("attention_mask", pad_to(ro->attention_mask, lp, ra), H5T_STD_I8LE, H5T_NATIVE_INT8, torch::kChar);
-    put("action_mask", pad_to(ro->action_mask, 0, ra), H5T_STD_I8LE, H5T_NATIVE_INT8, torch::kChar);
-    put("scores", ro->scores, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, torch::kFloat);
-    for (auto [dname, t] : {std::pair<const char*, torch::Tensor>{"logprobs", ro->logprobs},
-                            {"ref_logprobs", ro->ref_logprobs},
-                            {"values", ro->values},
-                            {"advantages", ro->advantages},
-                            {"returns", ro->returns}}) {
-      // A tensor the run has (on every rank alike) is stored; one it lacks is left out.
-      if (t.defined()) put(dname, pad_to(t, 0, ra), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, torch::kFloat);
-    }
-    int_attr(g.id, "prompt_length", Pm);
-    strings = ro->prompts;
-    strings.insert(strings.end(), ro->completions.begin(), ro->completions.end());
-  }
-
-  // The texts travel to rank 0: parallel HDF5 cannot write variable-length strings.
+  // 1. The rollouts' numbers, collectively with parallel HDF5; then their texts to rank 0.
   std::vector<std::string> prompts, completions;
   if (ro) {
-    std::string packed;
-    for (const auto& s : strings) packed += s + '\0';
-    int n = static_cast<int>(packed.size());
-    std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
-    watched::gather(&n, 1, MPI_INT, lens.data(), 0, comm_, "the sizes of the rollouts' texts");
-    int sum = 0;
-    for (int r = 0; r < size; ++r) {
-      offs[static_cast<size_t>(r)] = sum;
-      sum += lens[static_cast<size_t>(r)];
-    }
-    std::string all(static_cast<size_t>(rank == 0 ? sum : 0), '\0');
-    watched::gatherv(packed.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), 0, comm_, "the rollouts' texts");
-    if (rank == 0) {
-      for (int r = 0; r < size; ++r) {
-        std::vector<std::string> parts;
-        size_t at = static_cast<size_t>(offs[static_cast<size_t>(r)]);
-        const size_t end = at + static_cast<size_t>(lens[static_cast<size_t>(r)]);
-        while (at < end) {
-          const size_t z = all.find('\0', at);
-          parts.push_back(all.substr(at, z - at));
-          at = z + 1;
-        }
-        const size_t half = parts.size() / 2;
-        prompts.insert(prompts.end(), parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(half));
-        completions.insert(completions.end(), parts.begin() + static_cast<std::ptrdiff_t>(half), parts.end());
-      }
-    }
+    write_rollout_tensors(path_, comm_, name, rec.iteration, *ro);
+    gather_rollout_texts(comm_, *ro, prompts, completions);
   }
 
   // 2. Rank 0 alone: metrics, timing, memory, the texts, and last iterations_complete.
@@ -273,40 +329,8 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
   if (rank == 0) {
     try {
       H5 file = open_serial(path_, H5F_ACC_RDWR);
-      const hsize_t row = static_cast<hsize_t>(complete_);
-      H5 metrics = group(file.id, "metrics");
-      {
-        H5 set = open_series(metrics.id, "iteration", 0, H5T_STD_I64LE);
-        write_row(set.id, row, {0.0}, false, H5T_NATIVE_INT64, &rec.iteration);
-      }
-      for (const auto& [m, v] : rec.metrics) {
-        H5 set = open_series(metrics.id, m, 0, H5T_IEEE_F64LE);
-        write_row(set.id, row, {v}, false, H5T_NATIVE_DOUBLE, &v);
-      }
-      for (auto [gname, series] : {std::pair<const char*, const std::map<std::string, std::vector<double>>*>{
-                                       "timing", &rec.timing},
-                                   {"memory", &rec.memory}}) {
-        H5 g = group(file.id, gname);
-        for (const auto& [phase, values] : *series) {
-          H5 set = open_series(g.id, phase, static_cast<hsize_t>(values.size()), H5T_IEEE_F64LE);
-          write_row(set.id, row, values, true, H5T_NATIVE_DOUBLE, values.data());
-        }
-      }
-      if (ro) {
-        H5 g{H5_CHECK(H5Gopen2(file.id, ("rollouts/" + name).c_str(), H5P_DEFAULT)), H5Gclose};
-        H5 type{H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose};
-        H5_CHECK(H5Tset_size(type.id, H5T_VARIABLE));
-        H5_CHECK(H5Tset_cset(type.id, H5T_CSET_UTF8));
-        for (auto [dname, texts] : {std::pair<const char*, const std::vector<std::string>*>{"prompt", &prompts},
-                                    {"completion", &completions}}) {
-          hsize_t n = texts->size();
-          std::vector<const char*> ptrs;
-          for (const auto& s : *texts) ptrs.push_back(s.c_str());
-          H5 space{H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose};
-          H5 set{H5_CHECK(H5Dcreate2(g.id, dname, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose};
-          if (n) H5_CHECK(H5Dwrite(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()));
-        }
-      }
+      write_iteration_rows(file.id, static_cast<hsize_t>(complete_), rec);
+      if (ro) write_rollout_texts(file.id, name, prompts, completions);
       int_attr(file.id, "iterations_complete", complete_ + 1);
     } catch (const std::exception& e) {
       error = e.what();

@@ -3,18 +3,11 @@
 #include <queue>
 
 #include "quartet/core/check.hpp"
+#include "quartet/model/utf8.hpp"
 
 namespace quartet {
 
 namespace {
-// Length of the UTF-8 sequence that starts with `lead` (input is valid UTF-8 by now).
-size_t utf8_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead < 0xE0) return 2;
-  if (lead < 0xF0) return 3;
-  return 4;
-}
-
 // The cache is a plain map; clearing it when full keeps memory bounded without LRU bookkeeping
 // on the hot path (a prompt set's words fit many times over).
 constexpr size_t kMaxCacheEntries = 1 << 17;

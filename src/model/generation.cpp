@@ -215,6 +215,174 @@ class GraphCache {
 };
 #endif
 
+// How decoding steps run: as CUDA graph replays where they can (GraphCache), else eagerly.
+struct Stepper {
+  bool use_graphs = false;
+#ifdef QUARTET_WITH_CUDA
+  GraphCache graphs;
+#endif
+
+  // One step; returns true when it was a replay. host_length: the sequence length after it.
+  bool run(Transformer& model, DecodeState& st, int64_t span, const SamplingParams& p, at::Generator& gen,
+           GenerationStats& stats, int64_t host_length) {
+    bool replayed = false;
+    if (use_graphs) {
+#ifdef QUARTET_WITH_CUDA
+      replayed = graphs.run(model, st, span, p, gen, stats);
+#endif
+    } else {
+      decode_body(model, st, span, p, gen, host_length);
+    }
+    return replayed;
+  }
+};
+
+void check_sampling(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
+                    const SamplingParams& params) {
+  QUARTET_CHECK(model->head() == Head::causal_lm, "generate: the model needs the causal_lm head");
+  QUARTET_CHECK(prompt.dim() == 2 && prompt_mask.sizes() == prompt.sizes(),
+                "generate: prompt and prompt_mask must both be [batch, tokens]");
+  QUARTET_CHECK(params.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
+  QUARTET_CHECK(params.min_new_tokens >= 0 && params.min_new_tokens <= params.max_new_tokens,
+                "generate: min_new_tokens must be in [0, max_new_tokens]");
+  QUARTET_CHECK(params.temperature >= 0.0, "generate: temperature must not be negative");
+  QUARTET_CHECK(params.top_k >= 0, "generate: top_k must not be negative");
+  QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
+  QUARTET_CHECK(params.check_every > 0 && params.span_bucket > 0,
+                "generate: check_every and span_bucket must be positive");
+  QUARTET_CHECK(params.check_lag >= 0, "generate: check_lag must not be negative");
+}
+
+// A generator of the prompt's device, seeded here, so that runs repeat without touching
+// the global RNG state.
+at::Generator seeded_generator(torch::Device dev, uint64_t seed) {
+  at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  }
+  return gen;
+}
+
+// The decoder's state for a batch of B left-padded prompts of T tokens (mask [B, T]) and N new
+// tokens, L = T + N slots; its int64 tensors made with long_opts.
+DecodeState make_decode_state(Transformer& model, const torch::Tensor& mask, int64_t B, int64_t T, int64_t N,
+                              int64_t L, const SamplingParams& params, const torch::TensorOptions& long_opts) {
+  DecodeState st;
+  st.rows = B;
+  st.cache = model->make_cache(B, params.keep_cache ? std::max(L, params.cache_slots) : L);
+  st.tok = torch::zeros({B}, long_opts);
+  st.pos = mask.sum(1);  // positions count real tokens only
+  st.key_valid = torch::zeros({B, L}, long_opts.dtype(torch::kBool));
+  st.key_valid.narrow(1, 0, T).copy_(mask != 0);
+  st.done = torch::zeros({B}, long_opts.dtype(torch::kBool));
+  st.lengths = torch::zeros({B}, long_opts);
+  st.hist = torch::full({B, N}, params.pad_id, long_opts);
+  st.hist_mask = torch::zeros({B, N}, long_opts);
+  st.row_of = torch::arange(B, long_opts);
+  st.slot = torch::full({1}, T, long_opts);
+  st.step = torch::zeros({1}, long_opts);
+  st.stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids, long_opts);
+  if (params.min_new_tokens > 0) {
+    // Each id once (index_add_ would add a repeated id's -inf twice, harmlessly, but it is one
+    // atomic more), and only ids the logits have.
+    std::vector<int64_t> banned;
+    const int64_t V = model->config().vocab_size;
+    for (int64_t id : params.stop_ids)
+      if (id >= 0 && id < V && std::find(banned.begin(), banned.end(), id) == banned.end()) banned.push_back(id);
+    if (!banned.empty()) st.banned_ids = torch::tensor(banned, long_opts);
+  }
+  return st;
+}
+
+// The generated tokens in the caller's row order ([B, N], [B, N], [B]).
+struct Outputs {
+  torch::Tensor tokens, mask, lengths;
+};
+
+// The host's checks: at step k (every check_every steps, once a row can have stopped: before
+// min_new_tokens tokens none can) the count of live rows leaves the device without the host
+// waiting; at step k + check_lag the host reads it and acts. Rows only ever finish, so the
+// count bounds the rows live then: a batch cut to it keeps every live row. The steps a check
+// is taken and acted on depend on k alone, so runs repeat.
+struct Check {
+  int64_t due = 0;     // the step it is acted on
+  torch::Tensor live;  // the count (pinned host memory on CUDA)
+#ifdef QUARTET_WITH_CUDA
+  at::cuda::CUDAEvent landed;
+#endif
+};
+
+// The count of live rows, on its way to the host, to be acted on at step `due`.
+Check start_check(const DecodeState& st, int64_t due, torch::Device dev) {
+  Check c;
+  c.due = due;
+  c.live = torch::empty({}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
+  c.live.copy_(st.done.narrow(0, 0, st.rows).logical_not().sum(), /*non_blocking=*/true);
+#ifdef QUARTET_WITH_CUDA
+  if (dev.is_cuda()) c.landed.record(c10::cuda::getCurrentCUDAStream(dev.index()));
+#endif
+  return c;
+}
+
+// Acts on a check: false when no row is live (decoding stops); else the batch is cut to the
+// live rows' power-of-two bucket when that is smaller.
+bool act_on_check(Check c, DecodeState& st, const SamplingParams& params, Outputs& out, GenerationStats& stats,
+                  torch::Device dev) {
+#ifdef QUARTET_WITH_CUDA
+  if (dev.is_cuda()) c.landed.synchronize();
+#else
+  (void)dev;
+#endif
+  const int64_t live = c.live.item<int64_t>();
+  stats.checks += 1;
+  if (live == 0) return false;
+  const int64_t rows = next_power_of_two(live);
+  if (rows < st.rows) {
+    flush(st, out.tokens, out.mask, out.lengths);
+    compact(st, rows, params.keep_cache);
+    stats.compactions += 1;
+  }
+  return true;
+}
+
+// Decoding steps 1 .. N-1 (the prompt's pass gave the first token), with the host's checks.
+void decode_steps(Transformer& model, DecodeState& st, const SamplingParams& params, at::Generator& gen,
+                  Stepper& stepper, int64_t T, int64_t N, int64_t L, Outputs& out, GenerationStats& stats,
+                  torch::Device dev) {
+  const bool stops = !params.stop_ids.empty();
+  std::deque<Check> checks;
+  for (int64_t k = 1; k < N; ++k) {
+    if (stops && k > params.min_new_tokens && k % params.check_every == 0)
+      checks.push_back(start_check(st, k + params.check_lag, dev));
+    if (!checks.empty() && checks.front().due == k) {
+      Check c = std::move(checks.front());
+      checks.pop_front();
+      if (!act_on_check(std::move(c), st, params, out, stats, dev)) break;
+    }
+    const int64_t slot = T + k - 1;  // where this step's token goes
+    const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
+    const bool replayed = stepper.run(model, st, span, params, gen, stats, slot + 1);
+    stats.steps += 1;
+    stats.graph_replays += replayed;
+    stats.row_steps += st.rows;
+  }
+}
+
+// keep_cache: the cache handed back in the caller's row order, its length the prompt's.
+void hand_back_cache(DecodeState& st, const GenerationStats& stats, int64_t T, Generation& g) {
+  // Row r of the cache holds the caller's row row_of[r] (a permutation: compact moved every
+  // row); back to the caller's order where a compaction changed it, in place, a layer at a
+  // time (one layer's copy on top of the cache, not a second cache).
+  if (stats.compactions > 0) {
+    auto back = torch::argsort(st.row_of);
+    for (auto* layers : {&st.cache.k, &st.cache.v})
+      for (auto& t : *layers) t.copy_(t.index_select(0, back));
+  }
+  g.cache = st.cache;
+  g.cache.length = T;
+}
+
 }  // namespace
 
 SamplingParams sampling_params(const RolloutConfig& rollout) {
@@ -229,18 +397,7 @@ SamplingParams sampling_params(const RolloutConfig& rollout) {
 
 Generation generate(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
                     const SamplingParams& params) {
-  QUARTET_CHECK(model->head() == Head::causal_lm, "generate: the model needs the causal_lm head");
-  QUARTET_CHECK(prompt.dim() == 2 && prompt_mask.sizes() == prompt.sizes(),
-                "generate: prompt and prompt_mask must both be [batch, tokens]");
-  QUARTET_CHECK(params.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
-  QUARTET_CHECK(params.min_new_tokens >= 0 && params.min_new_tokens <= params.max_new_tokens,
-                "generate: min_new_tokens must be in [0, max_new_tokens]");
-  QUARTET_CHECK(params.temperature >= 0.0, "generate: temperature must not be negative");
-  QUARTET_CHECK(params.top_k >= 0, "generate: top_k must not be negative");
-  QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
-  QUARTET_CHECK(params.check_every > 0 && params.span_bucket > 0,
-                "generate: check_every and span_bucket must be positive");
-  QUARTET_CHECK(params.check_lag >= 0, "generate: check_lag must not be negative");
+  check_sampling(model, prompt, prompt_mask, params);
   torch::NoGradGuard no_grad;
 
   const auto dev = prompt.device();
@@ -272,129 +429,33 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
     ready.block(side);
     on_side.emplace(side);
   }
-  GraphCache graphs;
 #else
   const bool use_graphs = false;
 #endif
+  Stepper stepper;
+  stepper.use_graphs = use_graphs;
 
-  // A generator of the prompt's device, seeded here, so that runs repeat without touching
-  // the global RNG state.
-  at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(params.seed);
-  }
-
+  at::Generator gen = seeded_generator(dev, params.seed);
   const auto long_opts = tokens.options();
-  DecodeState st;
-  st.rows = B;
-  st.cache = model->make_cache(B, params.keep_cache ? std::max(L, params.cache_slots) : L);
-  st.tok = torch::zeros({B}, long_opts);
-  st.pos = mask.sum(1);  // positions count real tokens only
-  st.key_valid = torch::zeros({B, L}, long_opts.dtype(torch::kBool));
-  st.key_valid.narrow(1, 0, T).copy_(mask != 0);
-  st.done = torch::zeros({B}, long_opts.dtype(torch::kBool));
-  st.lengths = torch::zeros({B}, long_opts);
-  st.hist = torch::full({B, N}, params.pad_id, long_opts);
-  st.hist_mask = torch::zeros({B, N}, long_opts);
-  st.row_of = torch::arange(B, long_opts);
-  st.slot = torch::full({1}, T, long_opts);
-  st.step = torch::zeros({1}, long_opts);
-  st.stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids, long_opts);
-  if (params.min_new_tokens > 0) {
-    // Each id once (index_add_ would add a repeated id's -inf twice, harmlessly, but it is one
-    // atomic more), and only ids the logits have.
-    std::vector<int64_t> banned;
-    const int64_t V = model->config().vocab_size;
-    for (int64_t id : params.stop_ids)
-      if (id >= 0 && id < V && std::find(banned.begin(), banned.end(), id) == banned.end()) banned.push_back(id);
-    if (!banned.empty()) st.banned_ids = torch::tensor(banned, long_opts);
-  }
-
-  auto out_tokens = torch::full({B, N}, params.pad_id, long_opts);
-  auto out_mask = torch::zeros({B, N}, long_opts);
-  auto out_lengths = torch::zeros({B}, long_opts);
+  DecodeState st = make_decode_state(model, mask, B, T, N, L, params, long_opts);
+  Outputs out{torch::full({B, N}, params.pad_id, long_opts), torch::zeros({B, N}, long_opts),
+              torch::zeros({B}, long_opts)};
 
   // The prompt in one pass (slots [0, T)), then its first token.
   advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
-  const bool stops = !params.stop_ids.empty();
-  // The host's checks: at step k (every check_every steps, once a row can have stopped: before
-  // min_new_tokens tokens none can) the count of live rows leaves the device without the host
-  // waiting; at step k + check_lag the host reads it and acts. Rows only ever finish, so the
-  // count bounds the rows live then: a batch cut to it keeps every live row. The steps a check
-  // is taken and acted on depend on k alone, so runs repeat.
-  struct Check {
-    int64_t due = 0;     // the step it is acted on
-    torch::Tensor live;  // the count (pinned host memory on CUDA)
-#ifdef QUARTET_WITH_CUDA
-    at::cuda::CUDAEvent landed;
-#endif
-  };
-  std::deque<Check> checks;
-  for (int64_t k = 1; k < N; ++k) {
-    if (stops && k > params.min_new_tokens && k % params.check_every == 0) {
-      Check c;
-      c.due = k + params.check_lag;
-      c.live = torch::empty({}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
-      c.live.copy_(st.done.narrow(0, 0, st.rows).logical_not().sum(), /*non_blocking=*/true);
-#ifdef QUARTET_WITH_CUDA
-      if (dev.is_cuda()) c.landed.record(c10::cuda::getCurrentCUDAStream(dev.index()));
-#endif
-      checks.push_back(std::move(c));
-    }
-    if (!checks.empty() && checks.front().due == k) {
-      Check c = std::move(checks.front());
-      checks.pop_front();
-#ifdef QUARTET_WITH_CUDA
-      if (dev.is_cuda()) c.landed.synchronize();
-#endif
-      const int64_t live = c.live.item<int64_t>();
-      stats.checks += 1;
-      if (live == 0) break;
-      const int64_t rows = next_power_of_two(live);
-      if (rows < st.rows) {
-        flush(st, out_tokens, out_mask, out_lengths);
-        compact(st, rows, params.keep_cache);
-        stats.compactions += 1;
-      }
-    }
-    const int64_t slot = T + k - 1;  // where this step's token goes
-    const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
-    bool replayed = false;
-    if (use_graphs) {
-#ifdef QUARTET_WITH_CUDA
-      replayed = graphs.run(model, st, span, params, gen, stats);
-#endif
-    } else {
-      decode_body(model, st, span, params, gen, slot + 1);
-    }
-    stats.steps += 1;
-    stats.graph_replays += replayed;
-    stats.row_steps += st.rows;
-  }
-  flush(st, out_tokens, out_mask, out_lengths);
+  decode_steps(model, st, params, gen, stepper, T, N, L, out, stats, dev);
+  flush(st, out.tokens, out.mask, out.lengths);
   st.cache.length = L;
-  if (params.keep_cache) {
-    // Row r of the cache holds the caller's row row_of[r] (a permutation: compact moved every
-    // row); back to the caller's order where a compaction changed it, in place, a layer at a
-    // time (one layer's copy on top of the cache, not a second cache).
-    if (stats.compactions > 0) {
-      auto back = torch::argsort(st.row_of);
-      for (auto* layers : {&st.cache.k, &st.cache.v})
-        for (auto& t : *layers) t.copy_(t.index_select(0, back));
-    }
-    g.cache = st.cache;
-    g.cache.length = T;
-  }
+  if (params.keep_cache) hand_back_cache(st, stats, T, g);
 
   // Without stop tokens every row ran N steps; with them, the columns after the longest
   // sequence are padding only and are cut, as if decoding had stopped there.
   int64_t width = N;
-  if (stops) width = std::max<int64_t>(1, out_lengths.max().item<int64_t>());
-  g.tokens = torch::cat({tokens, out_tokens.narrow(1, 0, width)}, 1);
-  g.attention_mask = torch::cat({mask, out_mask.narrow(1, 0, width)}, 1);
-  g.new_lengths = out_lengths;
+  if (!params.stop_ids.empty()) width = std::max<int64_t>(1, out.lengths.max().item<int64_t>());
+  g.tokens = torch::cat({tokens, out.tokens.narrow(1, 0, width)}, 1);
+  g.attention_mask = torch::cat({mask, out.mask.narrow(1, 0, width)}, 1);
+  g.new_lengths = out.lengths;
 #ifdef QUARTET_WITH_CUDA
   if (on_side) {
     // The caller's stream waits for the side stream's work before it uses the results.

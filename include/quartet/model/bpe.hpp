@@ -2,7 +2,7 @@
 // The byte-pair-encoding model of a Hugging Face tokenizer: a vocabulary and ranked merges that
 // turn one pre-token (a "word", already byte-level mapped when the tokenizer is byte-level) into
 // token ids. The tokenizer pipeline around it (added tokens, normalizer, pre-tokenizer, post-
-// processor) lives in tokenizer.cpp.
+// processor) is in hf_tokenizer.hpp.
 #include <cstdint>
 #include <mutex>
 #include <optional>

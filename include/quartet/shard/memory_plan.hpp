@@ -26,7 +26,7 @@
 //   grad buffers p_0 (b + f) + s_0 4 + 2 max_i (p_i (b + f) + s_i 4), f = 4 when gradients are
 //                reduced in float32 and the dtype is not float32, else 0
 //   activations  see below
-// Activations (per-family coefficients in memory_plan.cpp, namespace estimate, are the one place
+// Activations (per-family coefficients in memory_terms.cpp, namespace estimate, are the one place
 // to calibrate): A(x) = bytes a block saves for backward per token, SDPA memory-efficient
 // attention (no T x T scores); the attention mask is one bool [m, T, T] per pass, and SDPA turns
 // it into an additive bias [m, T, T] in the attention dtype that each block keeps.

@@ -1,0 +1,56 @@
+#pragma once
+// Self-attention of the four families (Llama/Qwen2/Mistral, GPT-2, GPT-J, GPT-NeoX) under
+// Hugging Face's parameter names: the whole-sequence path on SDPA (with the KV cache when there
+// is one) and one decoding step's paths over a preallocated cache (decode_step).
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "quartet/model/forward_step.hpp"
+#include "quartet/model/layers.hpp"
+#include "quartet/model/model_config.hpp"
+
+namespace quartet::layers {
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelConfig& c, const Build& b);
+
+  // x [B, T, hidden] -> [B, T, hidden], with the step's rotary tables, masks and cache.
+  torch::Tensor forward(const torch::Tensor& x, const Step& s, int64_t layer);
+
+ private:
+  torch::Tensor project_out(const torch::Tensor& out);
+
+  // One decoding step (x [B, 1, hidden]). A step moves little data per kernel, so its time is
+  // mostly kernel count: where the projections' weights lie back to back (packed or sharded
+  // parameters, without biases between them) q, k and v come from one product, and Llama's
+  // queries and keys rotate together in four kernels instead of ten.
+  // Undefined when the weights are not fused; forward() then takes the general path.
+  torch::Tensor decode_fused(const torch::Tensor& x, const Step& s, int64_t layer);
+
+  // One new token per row (decode_step): its keys and values go into the cache at s.slot with
+  // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
+  // then attention over the first s.span slots. No repeat_kv copy of the cache, which would
+  // cost more bandwidth than the attention itself.
+  torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const Step& s, int64_t layer);
+
+  // A decoding step's additive mask for this layer (sliding-window layers have their own) and
+  // its attention's scale, shared by attend_cached and the fused kernel of decode_fused.
+  const torch::Tensor& step_bias(const Step& s, int64_t layer) const;
+  double decode_scale() const;
+
+  // The attention of one decoding step over the cache's first s.span slots (this step's keys
+  // and values already written): q [B * nkv, g, hd], the g query heads of each KV head as rows.
+  torch::Tensor attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer);
+
+  ModelConfig c_;
+  Dense q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, qkv_{nullptr};
+  Conv1D c_attn_{nullptr}, c_proj_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+}  // namespace quartet::layers

@@ -1,0 +1,54 @@
+#pragma once
+// The Hugging Face tokenizer pipeline, as read from tokenizer.json (tokenizer_json.hpp): added
+// tokens, normalizer, pre-tokenizer, BPE, post-processor, and the decoder on the way back.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "quartet/model/added_tokens.hpp"
+#include "quartet/model/bpe.hpp"
+#include "quartet/model/pre_tokenizer.hpp"
+#include "quartet/model/split_pattern.hpp"
+#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer_json.hpp"
+
+namespace quartet {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  // Normalizing the added tokens (NFC) may refuse, naming the file.
+  explicit HfTokenizer(TokenizerJson spec);
+  HfTokenizer(const HfTokenizer&) = delete;
+  HfTokenizer& operator=(const HfTokenizer&) = delete;
+
+  std::vector<int64_t> encode(const std::string& text, bool add_special_tokens) const override;
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
+  int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
+  std::optional<int64_t> token_to_id(const std::string& token) const override;
+  std::string id_to_token(int64_t id) const override;
+
+ private:
+  void build_matchers();
+  void build_id_table();
+  void check_id(int64_t id) const;
+
+  std::string path_;
+  std::unique_ptr<BpeModel> bpe_;
+  std::vector<AddedToken> added_;  // the matchers point into it
+  std::unordered_map<int64_t, size_t> added_by_id_;
+  std::unordered_map<std::string, int64_t> added_by_content_;
+  AddedTokenMatcher raw_matcher_, normalized_matcher_;
+  bool nfc_ = false;
+  std::vector<PreTokenizerStep> pre_steps_;
+  std::shared_ptr<const Regex> word_char_;  // \w, for added tokens with single_word
+  // Post-processor for one sequence: the ids before and after it (TemplateProcessing).
+  std::vector<int64_t> template_before_, template_after_;
+  bool byte_level_decoder_ = false;
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> id_known_;
+};
+
+}  // namespace quartet

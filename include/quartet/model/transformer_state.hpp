@@ -1,0 +1,32 @@
+#pragma once
+// What a Transformer (transformer.hpp) holds besides its config and head: the base model, the
+// head's Linear, the rotary tables and how blocks are run. Shared by the files that implement
+// TransformerImpl (construction, the forward pass, the decoding step, HF load and save).
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "quartet/model/base_model.hpp"
+#include "quartet/model/forward_step.hpp"
+#include "quartet/model/layers.hpp"
+#include "quartet/model/transformer.hpp"
+
+namespace quartet {
+
+struct TransformerImpl::Impl {
+  layers::Base base{nullptr};
+  layers::Dense head{nullptr};    // lm_head / embed_out / score / classifier
+  torch::Tensor inv_freq;         // float32, CPU: the master copy
+  torch::Tensor inv_freq_dev;     // the copy on the device of the last forward
+  torch::Tensor swap_halves_dev;  // decode_step's half-swapping index (Step::swap_halves), there too
+  bool checkpointing = false;
+  BlockRunner runner;
+
+  // inv_freq on `dev`, copied there when the last pass ran elsewhere.
+  const torch::Tensor& inv_freq_on(torch::Device dev);
+  // The blocks in order on x: through the runner when one is installed, else checkpointed
+  // (recompute) or directly.
+  torch::Tensor run_blocks(const layers::Step& step, torch::Tensor x, int64_t num_layers, bool recompute);
+};
+
+}  // namespace quartet

@@ -1,0 +1,240 @@
+#include "quartet/model/attention.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "quartet/model/decode_kernels.hpp"
+#include "quartet/model/packed_linear.hpp"
+#include "quartet/model/rotary.hpp"
+
+namespace quartet::layers {
+
+AttentionImpl::AttentionImpl(const ModelConfig& c, const Build& b) : c_(c) {
+  const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  switch (c.family) {
+    case Family::llama: {
+      const bool llama_bias = c.model_type == "llama" && c.attention_bias;
+      const bool qkv_bias = c.model_type == "qwen2" || llama_bias;
+      q_ = register_module("q_proj", Dense(h, qd, qkv_bias, b));
+      k_ = register_module("k_proj", Dense(h, kvd, qkv_bias, b));
+      v_ = register_module("v_proj", Dense(h, kvd, qkv_bias, b));
+      o_ = register_module("o_proj", Dense(qd, h, llama_bias, b));
+      break;
+    }
+    case Family::gpt2:
+      c_attn_ = register_module("c_attn", Conv1D(h, 3 * h, b));
+      c_proj_ = register_module("c_proj", Conv1D(h, h, b));
+      break;
+    case Family::gptj:
+      k_ = register_module("k_proj", Dense(h, h, false, b));
+      v_ = register_module("v_proj", Dense(h, h, false, b));
+      q_ = register_module("q_proj", Dense(h, h, false, b));
+      o_ = register_module("out_proj", Dense(h, h, false, b));
+      break;
+    case Family::gpt_neox:
+      qkv_ = register_module("query_key_value", Dense(h, 3 * h, c.attention_bias, b));
+      o_ = register_module("dense", Dense(h, h, c.attention_bias, b));
+      break;
+  }
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int64_t layer) {
+  if (s.slot.defined()) {
+    auto fused = decode_fused(x, s, layer);
+    if (fused.defined()) return fused;
+  }
+  const int64_t B = x.size(0), T = x.size(1), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  torch::Tensor q, k, v;
+  if (c_.family == Family::gpt2) {
+    auto parts = c_attn_(x).split(c_.hidden_size, 2);
+    q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
+    k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
+    v = parts[2].view({B, T, nh, hd}).transpose(1, 2);
+  } else if (c_.family == Family::gpt_neox) {
+    // NeoX fuses per head: [q_h, k_h, v_h] for head 0, then head 1, ...
+    auto parts = qkv_(x).view({B, T, nh, 3 * hd}).transpose(1, 2).chunk(3, -1);
+    q = parts[0];
+    k = parts[1];
+    v = parts[2];
+  } else {
+    // On the GPU, Llama's q, k and v from one product where their weights lie back to back
+    // (model/packed_linear.hpp). The CPU keeps three, as the reference outputs were made.
+    std::vector<torch::Tensor> qkv;
+    if (c_.family == Family::llama && x.is_cuda() && !q_->bias.defined() && packed_products_enabled())
+      qkv = packed_linear(x, {q_->weight, k_->weight, v_->weight}, /*split=*/true);
+    if (qkv.empty()) qkv = {q_(x), k_(x), v_(x)};
+    q = qkv[0].view({B, T, nh, hd}).transpose(1, 2);
+    k = qkv[1].view({B, T, nkv, hd}).transpose(1, 2);
+    v = qkv[2].view({B, T, nkv, hd}).transpose(1, 2);
+  }
+  if (s.cos.defined()) {
+    const bool interleaved = c_.family == Family::gptj;
+    q = apply_rotary(q, s.cos, s.sin, interleaved);
+    k = apply_rotary(k, s.cos, s.sin, interleaved);
+  }
+  if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
+  if (s.cache) {
+    auto& ck = s.cache->k[static_cast<size_t>(layer)];
+    auto& cv = s.cache->v[static_cast<size_t>(layer)];
+    ck.narrow(2, s.past, T).copy_(k);
+    cv.narrow(2, s.past, T).copy_(v);
+    k = ck.narrow(2, 0, s.past + T);
+    v = cv.narrow(2, 0, s.past + T);
+  }
+  // GPT-J's attention runs in float32 whatever the model's dtype, as HF's GPTJAttention
+  // does (it upcasts q and k): GPT-J checkpoints were trained that way.
+  const bool fp32_attention = c_.family == Family::gptj && (q.scalar_type() == torch::kBFloat16 ||
+                                                             q.scalar_type() == torch::kHalf);
+  // Grouped queries without a cache, in half precision on CUDA: cuDNN's fused attention takes
+  // the fewer key/value heads itself (enable_gqa), which spares the repeated copies and, in
+  // training, their backward's sums over each group. Elsewhere the heads are repeated first:
+  // the masked memory-efficient kernel (float32) refuses unequal head counts, and a refusal
+  // falls back to the unfused math path.
+  const bool native_gqa = nkv != nh && !s.cache && q.is_cuda() && !fp32_attention && hd <= 128 &&
+                          (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf);
+  if (nkv != nh && !native_gqa) {
+    // repeat_kv: kv head j serves query heads j*g .. j*g+g-1.
+    const int64_t g = nh / nkv, S = k.size(2);
+    k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
+    v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
+  }
+  const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
+  const bool is_causal = s.causal_only;  // then mask is undefined, and SDPA must get none
+  const std::optional<torch::Tensor> attn_mask = mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt;
+  auto out = fp32_attention
+                 ? at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                    v.to(torch::kFloat), attn_mask, 0.0, is_causal,
+                                                    1.0 / std::sqrt(static_cast<double>(hd)))
+                       .to(q.scalar_type())
+                 : at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal,
+                                                    1.0 / std::sqrt(static_cast<double>(hd)), native_gqa);
+  out = out.transpose(1, 2).reshape({B, T, nh * hd});
+  return project_out(out);
+}
+
+torch::Tensor AttentionImpl::project_out(const torch::Tensor& out) {
+  return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
+}
+
+torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s, int64_t layer) {
+  const int64_t B = x.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  torch::Tensor w;
+  int64_t q_at = 0, k_at = nh, v_at = nh + nkv;  // heads of the fused product
+  if (!torch::GradMode::is_enabled() && q_ && !q_->bias.defined()) {
+    if (c_.family == Family::llama) {
+      w = adjacent_rows({q_->weight, k_->weight, v_->weight});
+    } else if (c_.family == Family::gptj) {  // registered (and so packed) k, v, q
+      w = adjacent_rows({k_->weight, v_->weight, q_->weight});
+      k_at = 0, v_at = nkv, q_at = 2 * nkv;
+    }
+  }
+  if (!w.defined()) return {};
+  if (c_.family == Family::llama && s.sin_signed.defined() && decode_kernels_for(x)) {
+    // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
+    // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
+    auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
+    if (decode_qkv_fused_enabled() && decode_attention_uses_kernel(qkv.scalar_type(), nh / nkv, hd) &&
+        attend_decode_qkv_supports(qkv.scalar_type(), nh / nkv, hd)) {
+      // That kernel and the attention's in one launch: the same bits (model/decode_kernels.hpp).
+      auto out = attend_decode_qkv(qkv, s.cos, s.sin_signed, s.slot, s.cache->k[static_cast<size_t>(layer)],
+                                   s.cache->v[static_cast<size_t>(layer)], step_bias(s, layer), s.span,
+                                   decode_scale(), nh, nkv);
+      return project_out(out.view({B, 1, nh * hd}));
+    }
+    auto q = torch::empty({B, nh, hd}, qkv.options());
+    qkv_to_cache(qkv, s.cos, s.sin_signed, s.slot, q, s.cache->k[static_cast<size_t>(layer)],
+                 s.cache->v[static_cast<size_t>(layer)], nh, nkv, hd);
+    return attend_cached(q.view({B * nkv, nh / nkv, hd}), B, s, layer);
+  }
+  // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
+  auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
+  torch::Tensor q, k;
+  auto v = heads.narrow(1, v_at, nkv);
+  if (s.sin_signed.defined() && k_at == q_at + nh) {
+    auto qk = heads.narrow(1, q_at, nh + nkv);
+    auto rot = qk * s.cos + qk.index_select(3, s.swap_halves) * s.sin_signed;
+    q = rot.narrow(1, 0, nh);
+    k = rot.narrow(1, nh, nkv);
+  } else {
+    q = heads.narrow(1, q_at, nh);
+    k = heads.narrow(1, k_at, nkv);
+    if (s.cos.defined()) {
+      const bool interleaved = c_.family == Family::gptj;
+      q = apply_rotary(q, s.cos, s.sin, interleaved);
+      k = apply_rotary(k, s.cos, s.sin, interleaved);
+    }
+  }
+  return decode_attention(q, k, v, s, layer);
+}
+
+torch::Tensor AttentionImpl::decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const Step& s, int64_t layer) {
+  const int64_t B = q.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  auto ck = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B);
+  auto cv = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B);
+  ck.index_copy_(2, s.slot, k);
+  cv.index_copy_(2, s.slot, v);
+  // Grouped-query attention without repeating the cache: the g query heads that share a KV
+  // head become g query rows of that head (all at the same position, so one mask row serves
+  // them all), and each cached key and value is read once.
+  return attend_cached(q.reshape({B * nkv, nh / nkv, hd}), B, s, layer);
+}
+
+const torch::Tensor& AttentionImpl::step_bias(const Step& s, int64_t layer) const {
+  return c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_bias : s.bias;
+}
+
+double AttentionImpl::decode_scale() const {
+  return 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
+}
+
+torch::Tensor AttentionImpl::attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer) {
+  const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  const double scale = decode_scale();
+  const auto& bias = step_bias(s, layer);
+  if (decode_kernels_for(q) && decode_attention_uses_kernel(q.scalar_type(), nh / nkv, hd)) {
+    // One kernel reads each cached key and value once and keeps scores and probabilities in
+    // float32 (GPT-J's float32 attention included); the ATen path below takes three. Where
+    // it takes it: model/decode_kernels.hpp.
+    // The slots after this step's (s.slot) are masked for every row and not read.
+    auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
+                             s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, 0, nullptr, s.slot);
+    return project_out(out.view({B, 1, nh * hd}));
+  }
+  auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
+  auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
+  auto qg = q;
+  const auto dtype = q.scalar_type();
+  // GPT-J attends in float32, as in forward().
+  if (c_.family == Family::gptj && dtype != torch::kFloat32) {
+    qg = qg.to(torch::kFloat32);
+    keys = keys.to(torch::kFloat32);
+    values = values.to(torch::kFloat32);
+  }
+  // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the step's additive mask),
+  // softmax in float32, then probabilities times values. Measured against the fused SDPA
+  // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
+  // step for the 886M benchmark model (bench/RESULTS.md).
+  const int64_t g = nh / nkv, S = s.span;
+  const auto keys_t = keys.reshape({B * nkv, S, hd}).transpose(1, 2);
+  torch::Tensor probs;
+  if (decode_kernels_for(qg) && bias.scalar_type() == qg.scalar_type() && bias.is_contiguous()) {
+    // The mask added inside the softmax kernel: baddbmm at beta 0 reads no bias (ATen would
+    // copy it into the output first, a memcpy per layer). The same bits up to the softmax's
+    // order of summation.
+    probs = masked_softmax(at::baddbmm(bias, qg, keys_t, 0.0, scale), bias);
+  } else {
+    auto scores = at::baddbmm(bias, qg, keys_t, 1.0, scale);
+    // Softmax in the scores' dtype: the kernel computes in float32 and rounds once, as HF's
+    // softmax(dtype=float32).to(dtype) does, in one kernel instead of three.
+    probs = scores.softmax(-1);
+  }
+  probs = probs.to(values.scalar_type());
+  auto out = at::bmm(probs, values.reshape({B * nkv, S, hd})).view({B, nkv, g, hd});
+  return project_out(out.to(dtype).reshape({B, 1, nh * hd}));
+}
+
+}  // namespace quartet::layers

@@ -1,0 +1,114 @@
+#include "quartet/model/split_pattern.hpp"
+
+#include "quartet/core/check.hpp"
+#include "quartet/model/utf8.hpp"
+
+namespace quartet {
+
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string onig_to_pcre2(const std::string& p) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      char e = p[++i];
+      if (e == 's') {
+        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^\\s\\x{85}]";
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member, not the end of the class.
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+struct Regex::MatchData {
+  explicit MatchData(const pcre2_code* code) : md(pcre2_match_data_create_from_pattern(code, nullptr)) {
+    QUARTET_CHECK(md != nullptr, "PCRE2: out of memory for match data");
+  }
+  ~MatchData() { pcre2_match_data_free(md); }
+  MatchData(const MatchData&) = delete;
+  MatchData& operator=(const MatchData&) = delete;
+  pcre2_match_data* get() const { return md; }
+  pcre2_match_data* md;
+};
+
+Regex::Regex(const std::string& pattern, const std::string& where) {
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  const std::string translated = onig_to_pcre2(pattern);
+  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                        PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+  if (!code_) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    fail(__FILE__, __LINE__,
+         where + ": regex /" + pattern + "/ does not compile (PCRE2, at offset " + std::to_string(offset) +
+             "): " + reinterpret_cast<const char*>(msg));
+  }
+  // JIT is an optimisation only: without it (not built in, or no executable memory) the
+  // interpreter gives the same matches.
+  pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
+}
+
+Regex::~Regex() { pcre2_code_free(code_); }
+
+std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  MatchData md(code_);
+  for (size_t pos = 0; pos <= s.size();) {
+    if (!match(s, pos, 0, md)) break;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+    out.emplace_back(ov[0], ov[1]);
+    if (ov[1] > ov[0]) {
+      pos = ov[1];
+    } else {  // an empty match: step over one character so the loop ends
+      if (ov[0] >= s.size()) break;
+      pos = ov[0] + utf8_length(static_cast<unsigned char>(s[ov[0]]));
+    }
+  }
+  return out;
+}
+
+bool Regex::matches_at(std::string_view s, size_t pos) const {
+  MatchData md(code_);
+  return match(s, pos, PCRE2_ANCHORED, md);
+}
+
+bool Regex::match(std::string_view s, size_t pos, uint32_t options, MatchData& md) const {
+  auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+  int rc = pcre2_match(code_, subject, s.size(), pos, options | PCRE2_NO_UTF_CHECK, md.get(), nullptr);
+  // The JIT's fixed stack can run out on a long run of whitespace under a lookahead; the
+  // interpreter keeps its backtracking on the heap and gets through.
+  if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+    rc = pcre2_match(code_, subject, s.size(), pos, options | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                     md.get(), nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof(msg));
+    fail(__FILE__, __LINE__,
+         std::string("PCRE2 match failed on a text of ") + std::to_string(s.size()) +
+             " bytes: " + reinterpret_cast<const char*>(msg));
+  }
+  return true;
+}
+
+}  // namespace quartet
