@@ -13,33 +13,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
-namespace quartet::kernels {
-cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, const void* sin_signed,
-                                const int64_t* slot, void* q_out, void* k_cache, void* v_cache, int B, int nh, int nkv,
-                                int hd, int64_t cache_row, int64_t cache_head, bool rotate, cudaStream_t stream);
-cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
-                                int H, float eps, cudaStream_t stream);
-cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes);
-bool attend_in_registers(bool bf16, int g, int hd);
-cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
-                                 int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
-                                 cudaStream_t stream);
-cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, const void* sin_signed,
-                              const int64_t* slot, void* k, void* v, const void* bias, int64_t bias_s0,
-                              int64_t bias_s1, void* out, float* partial, int B, int nh, int nkv, int span,
-                              int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                              cudaStream_t stream);
-cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
-                               int64_t* out, cudaStream_t stream);
-cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
-                                  cudaStream_t stream);
-cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist, int64_t* hist_mask, int64_t hist_ld,
-                                  int64_t* lengths, int64_t* tok, const int64_t* stop_ids, int n_stop, int64_t* step,
-                                  int64_t* pos, int64_t* slot, int64_t pad, int rows, cudaStream_t stream);
-}
+#include "decode_kernels/launch.hpp"
 #endif
 
 namespace quartet {

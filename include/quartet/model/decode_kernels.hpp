@@ -1,10 +1,11 @@
 #pragma once
-// quartet's own device kernels for the decoding step (src/model/decode_kernels.cu), where ATen
-// would spend several small kernels on work that moves a few hundred kilobytes. Built when
-// CMake finds a CUDA compiler; used on CUDA tensors unless switched off (QUARTET_DECODE_KERNELS=0
-// in the environment, or set_decode_kernels(false)). Every kernel rounds exactly as the ATen
-// operations it replaces, or computes in float32 what they round in between (attention, the
-// RMSNorm's statistics): the switch changes results at most by rounding (tests check which).
+// quartet's own device kernels for the decoding step (src/model/decode_kernels/, one operation
+// a file), where ATen would spend several small kernels on work that moves a few hundred
+// kilobytes. Built when CMake finds a CUDA compiler; used on CUDA tensors unless switched off
+// (QUARTET_DECODE_KERNELS=0 in the environment, or set_decode_kernels(false)). Every kernel
+// rounds exactly as the ATen operations it replaces, or computes in float32 what they round in
+// between (attention, the RMSNorm's statistics): the switch changes results at most by rounding
+// (tests check which).
 #include <torch/types.h>
 
 #include <utility>
