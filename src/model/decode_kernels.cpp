@@ -1,8 +1,7 @@
 #include "quartet/model/decode_kernels.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <optional>
+#include <cstdint>
 #include <string>
 
 #include "quartet/core/check.hpp"
@@ -26,8 +25,7 @@ constexpr bool kCompiledIn = false;
 #endif
 KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
 KernelSwitch g_qkv_fused(kCompiledIn, "QUARTET_DECODE_FUSED_QKV", "set_decode_qkv_fused");
-// Unset until the first question: then QUARTET_DECODE_ATTENTION's value (or a set_ call's).
-std::optional<DecodeAttention> g_attention;
+KernelSwitch g_attention(kCompiledIn, "QUARTET_DECODE_ATTENTION", "set_decode_attention");
 
 [[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
   QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
@@ -60,14 +58,18 @@ void check_cache_and_mask(const char* what, const torch::Tensor& x, int64_t B, i
                     ": bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
 }
 
-// The splits' partial results (flash decoding), when the span takes more than one chunk;
+// The splits' partial results (flash decoding), when the span takes more than one split;
 // undefined (nothing to allocate on the decoding path) when one block covers it.
-torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t hd, int64_t span,
-                             int max_splits, int chunk_bytes) {
-  const int floats = kernels::attend_partial_floats(x.scalar_type() == torch::kBFloat16, static_cast<int>(B),
-                                                    static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd),
-                                                    static_cast<int>(span), max_splits, chunk_bytes);
+torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t span, int max_splits) {
+  const int floats = kernels::attend_partial_floats(static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
+                                                    static_cast<int>(span), max_splits);
   return floats > 0 ? torch::empty({floats}, x.options().dtype(torch::kFloat32)) : torch::Tensor();
+}
+
+// What the attention kernel reads in 16-byte vectors: aligned rows, every cached slot too.
+bool aligned_for_attention(const torch::Tensor& x, const torch::Tensor& k_cache, const torch::Tensor& v_cache) {
+  const auto at16 = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return at16(x) && at16(k_cache) && at16(v_cache) && k_cache.stride(0) % 8 == 0 && k_cache.stride(1) % 8 == 0;
 }
 #endif
 }  // namespace
@@ -76,23 +78,12 @@ bool decode_kernels_enabled() { return g_switch.on(); }
 
 void set_decode_kernels(bool on) { g_switch.set(on); }
 
-DecodeAttention decode_attention() {
-  if (!g_attention) {
-    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
-    const std::string value = v ? v : "auto";
-    QUARTET_CHECK(value == "auto" || value == "kernel" || value == "aten",
-                  "QUARTET_DECODE_ATTENTION is '" + value + "': expected auto, kernel or aten");
-    g_attention = value == "kernel" ? DecodeAttention::kernel
-                  : value == "aten" ? DecodeAttention::aten
-                                    : DecodeAttention::automatic;
-  }
-  return *g_attention;
-}
-void set_decode_attention(DecodeAttention mode) { g_attention = mode; }
+bool decode_attention_enabled() { return g_attention.on(); }
+void set_decode_attention(bool on) { g_attention.set(on); }
 
-bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) {
+bool attend_decode_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
 #ifdef QUARTET_WITH_DECODE_KERNELS
-  return g <= 8 && hd <= 256 &&
+  return g >= 1 && g <= 8 && hd == 128 &&
          kernels::attend_in_registers(dtype == torch::kBFloat16, static_cast<int>(g), static_cast<int>(hd));
 #else
   (void)dtype, (void)g, (void)hd;
@@ -101,13 +92,7 @@ bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) 
 }
 
 bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd) {
-  if (!g_switch.on() || !attend_decode_supports(g, hd)) return false;
-  switch (decode_attention()) {
-    case DecodeAttention::kernel: return true;
-    case DecodeAttention::aten: return false;
-    case DecodeAttention::automatic: return attend_decode_in_registers(dtype, g, hd);
-  }
-  return false;
+  return g_switch.on() && g_attention.on() && attend_decode_supports(dtype, g, hd);
 }
 
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
@@ -204,42 +189,39 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up) {
 #endif
 }
 
-bool attend_decode_supports(int64_t g, int64_t hd) { return g >= 1 && g <= 8 && hd >= 1 && hd <= 256; }
-
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                            const torch::Tensor& bias, int64_t span, double scale, int max_splits, int chunk_bytes,
-                            int* blocks_per_sm, const torch::Tensor& last_slot) {
+                            const torch::Tensor& bias, int64_t span, double scale, int max_splits,
+                            const torch::Tensor& last_slot) {
 #ifdef QUARTET_WITH_DECODE_KERNELS
-  QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
-                "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
+  QUARTET_CHECK(q.is_cuda() && q.is_contiguous() && q.dim() == 3,
+                "attend_decode: q must be a contiguous CUDA tensor [B, heads, hd]");
   const int64_t B = q.size(0), nh = q.size(1), hd = q.size(2);
   QUARTET_CHECK(k_cache.dim() == 4, "attend_decode: the caches must be [rows, nkv, max_len, hd]");
   const int64_t nkv = k_cache.size(1);
-  QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(nh / nkv, hd),
-                "attend_decode: needs heads a multiple of the KV heads, at most 8 query heads per KV head, hd <= 256");
+  QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(q.scalar_type(), nh / nkv, hd),
+                "attend_decode: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
   const int64_t g = nh / nkv;
   check_cache_and_mask("attend_decode", q, B, g, hd, k_cache, v_cache, bias, span);
+  QUARTET_CHECK(aligned_for_attention(q, k_cache, v_cache),
+                "attend_decode: q and the caches must start on 16-byte boundaries");
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
   QUARTET_CHECK(!last_slot.defined() || (last_slot.device() == q.device() && last_slot.scalar_type() == torch::kLong &&
                                           last_slot.numel() == 1),
                 "attend_decode: last_slot must be one int64 on q's device");
   auto out = torch::empty_like(q);
   if (B == 0) return out;
-  const bool bf16 = q.scalar_type() == torch::kBFloat16;
-  const auto partial = split_partials(q, B, nkv, g, hd, span, max_splits, chunk_bytes);
+  const auto partial = split_partials(q, B, nkv, g, span, max_splits);
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
-      bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
-      bias.stride(1), out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
-      static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0),
-      k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes,
-      last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr, blocks_per_sm,
+      bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0), bias.stride(1),
+      out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
+      static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1),
+      static_cast<float>(scale), max_splits, last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr,
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));
   return out;
 #else
-  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)chunk_bytes,
-      (void)blocks_per_sm, (void)last_slot;
+  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)last_slot;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
   return {};
 #endif
@@ -249,7 +231,7 @@ bool decode_qkv_fused_enabled() { return g_qkv_fused.on(); }
 void set_decode_qkv_fused(bool on) { g_qkv_fused.set(on); }
 
 bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
-  return attend_decode_in_registers(dtype, g, hd);
+  return attend_decode_supports(dtype, g, hd);
 }
 
 torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
@@ -270,12 +252,14 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
                   "attend_decode_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
   QUARTET_CHECK(k_cache.size(1) == nkv, "attend_decode_qkv: the caches must have nkv heads");
   check_cache_and_mask("attend_decode_qkv", qkv, B, g, hd, k_cache, v_cache, bias, span);
+  QUARTET_CHECK(aligned_for_attention(qkv, k_cache, v_cache),
+                "attend_decode_qkv: qkv and the caches must start on 16-byte boundaries");
   QUARTET_CHECK(slot.device() == qkv.device() && slot.scalar_type() == torch::kLong && slot.numel() == 1,
                 "attend_decode_qkv: slot must be one int64 on the device");
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
   auto out = torch::empty({B, nh, hd}, qkv.options());
   if (B == 0) return out;
-  const auto partial = split_partials(qkv, B, nkv, g, hd, span, max_splits, 0);
+  const auto partial = split_partials(qkv, B, nkv, g, span, max_splits);
   const c10::cuda::CUDAGuard guard(qkv.device());
   const cudaError_t err = kernels::launch_attend_qkv(
       bias_f32, qkv.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), slot.data_ptr<int64_t>(), k_cache.data_ptr(),

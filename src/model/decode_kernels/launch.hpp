@@ -22,14 +22,15 @@ cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const v
 // silu_mul.cu
 cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
 
-// attend_decode.cu
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes);
+// attend_decode.cu: bfloat16 heads of 128 with g of 1, 2, 4 or 8, 16-byte aligned (else
+// cudaErrorInvalidValue; the caller checks first).
 bool attend_in_registers(bool bf16, int g, int hd);
-cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
-                                 int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
-                                 cudaStream_t stream);
+// The floats of the splits' partial results (0: one split, no buffer).
+int attend_partial_floats(int B, int nkv, int g, int span, int max_splits);
+cudaError_t launch_attend_decode(bool bias_f32, const void* q, const void* k, const void* v, const void* bias,
+                                 int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B, int nkv, int g,
+                                 int span, int64_t cache_row, int64_t cache_head, float scale, int max_splits,
+                                 const int64_t* last_slot, cudaStream_t stream);
 cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, const void* sin_signed,
                               const int64_t* slot, void* k, void* v, const void* bias, int64_t bias_s0,
                               int64_t bias_s1, void* out, float* partial, int B, int nh, int nkv, int span,
