@@ -7,7 +7,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -18,14 +18,9 @@
 namespace quartet {
 
 namespace {
-#ifdef QUARTET_WITH_DECODE_KERNELS
-constexpr bool kCompiledIn = true;
-#else
-constexpr bool kCompiledIn = false;
-#endif
-KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
-KernelSwitch g_qkv_fused(kCompiledIn, "QUARTET_DECODE_FUSED_QKV", "set_decode_qkv_fused");
-KernelSwitch g_attention(kCompiledIn, "QUARTET_DECODE_ATTENTION", "set_decode_attention");
+const KernelSwitch g_switch(&KernelsConfig::decode, true, "set_decode_kernels");
+const KernelSwitch g_qkv_fused(&KernelsConfig::decode_fused_qkv, true, "set_decode_qkv_fused");
+const KernelSwitch g_attention(&KernelsConfig::decode_attention, true, "set_decode_attention");
 
 [[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
   QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
@@ -37,7 +32,7 @@ KernelSwitch g_attention(kCompiledIn, "QUARTET_DECODE_ATTENTION", "set_decode_at
 
 constexpr const char* kNoKernels = "this build has no device kernels (CMake found no CUDA compiler)";
 
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 // The caches and the mask of a decoding step's attention over `span` slots for B rows, as
 // attend_decode and attend_decode_qkv take them: on x's device in its dtype (the mask also in
 // float32). `what` names the caller.
@@ -82,7 +77,7 @@ bool decode_attention_enabled() { return g_attention.on(); }
 void set_decode_attention(bool on) { g_attention.set(on); }
 
 bool attend_decode_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   return g >= 1 && g <= 8 && hd == 128 &&
          kernels::attend_in_registers(dtype == torch::kBFloat16, static_cast<int>(g), static_cast<int>(hd));
 #else
@@ -98,7 +93,7 @@ bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                   const torch::Tensor& slot, const torch::Tensor& q_out, const torch::Tensor& k_cache,
                   const torch::Tensor& v_cache, int64_t nh, int64_t nkv, int64_t hd) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const int64_t B = qkv.size(0);
   const auto dtype = qkv.scalar_type();
   const bool rotate = cos.defined();
@@ -135,7 +130,7 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
                                                      const torch::Tensor& weight, double eps,
                                                      const torch::Tensor& sum_out) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(x.is_cuda() && float_or_bf16(x) && x.is_contiguous() && x.dim() >= 1,
                 "add_rms_norm: x must be a contiguous float32 or bfloat16 CUDA tensor");
   const int64_t H = x.size(-1);
@@ -167,7 +162,7 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
 }
 
 torch::Tensor silu_mul(const torch::Tensor& gate_up) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(gate_up.is_cuda() && float_or_bf16(gate_up) && gate_up.is_contiguous() && gate_up.dim() >= 1 &&
                     gate_up.size(-1) % 2 == 0,
                 "silu_mul: gate_up must be a contiguous float32 or bfloat16 CUDA tensor [.., 2I]");
@@ -192,7 +187,7 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up) {
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale, int max_splits,
                             const torch::Tensor& last_slot) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(q.is_cuda() && q.is_contiguous() && q.dim() == 3,
                 "attend_decode: q must be a contiguous CUDA tensor [B, heads, hd]");
   const int64_t B = q.size(0), nh = q.size(1), hd = q.size(2);
@@ -238,7 +233,7 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
                                 const torch::Tensor& slot, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                                 const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
                                 int max_splits) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_decode_qkv: heads must be a multiple of the KV heads");
   const int64_t g = nh / nkv, hd = k_cache.dim() == 4 ? k_cache.size(3) : 0;
   QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_decode_qkv_supports(qkv.scalar_type(), g, hd),
@@ -278,7 +273,7 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
 }
 
 torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,
                 "sample_race: logits must be a float32 or bfloat16 CUDA tensor [B, V] with unit stride along V");
   QUARTET_CHECK(race.device() == logits.device() && race.scalar_type() == torch::kFloat32 && race.is_contiguous() &&
@@ -305,7 +300,7 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
                     const torch::Tensor& hist_mask, const torch::Tensor& lengths, const torch::Tensor& tok,
                     const torch::Tensor& stop_ids, const torch::Tensor& step, const torch::Tensor& pos,
                     const torch::Tensor& slot, int64_t pad_id) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const int64_t rows = next.numel();
   const auto dev = next.device();
   auto long_on_dev = [&](const torch::Tensor& t, int64_t n) {
@@ -342,7 +337,7 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
 }
 
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& bias) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(scores.is_cuda() && float_or_bf16(scores) && scores.is_contiguous() && scores.dim() >= 1,
                 "masked_softmax: scores must be a contiguous float32 or bfloat16 CUDA tensor");
   QUARTET_CHECK(bias.sizes() == scores.sizes() && bias.scalar_type() == scores.scalar_type() &&

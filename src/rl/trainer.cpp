@@ -115,10 +115,10 @@ class Trainer {
   std::vector<double> peak_gib_ = std::vector<double>(kPhases, 0.0);  // this rank's peak per phase
   // Marks the end of `phase`: its time and the device's peak since the last mark.
   double end_phase(Phase phase, double start);
-  // QUARTET_PROFILE_ITERATION (core/profile.hpp): the iteration whose phases are profiled.
-  int profile_iteration_ = profile_iteration_from_env();
+  // profile.iteration (core/profile.hpp): the iteration whose phases are profiled.
+  int profile_iteration_ = cfg_.profile.iteration;
   bool park_idle_ = false;  // colocated: the memory plan's placement.park decision
-  KernelProfile profile_;
+  KernelProfile profile_{cfg_.profile.host};
   void report_memory();
 
   // Stopping (core/signals.hpp). Collective over the world, at a safe point: true when any

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernels_config.hpp"
 #include "quartet/model/decode_kernels.hpp"
 
 namespace {
@@ -354,14 +355,15 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
                std::exception);  // done must be bool
 }
 
-// Which decoding steps take the attention kernel: with the decode attention on, the
+// Which decoding steps take the attention kernel: with kernels.decode_attention on, the
 // register form's shapes only (bfloat16 heads of 128, 1, 2, 4 or 8 query heads per KV head) when
 // the decode kernels are on; with it off, none. Host logic: runs without a GPU too.
 TEST(DecodeAttentionSwitch, TakesTheKernelsShapesOnly) {
   const bool before = quartet::decode_attention_enabled();
   const bool on = quartet::decode_kernels_enabled();
   const auto bf16 = torch::kBFloat16, f32 = torch::kFloat32;
-  if (on) quartet::set_decode_attention(true);
+  EXPECT_EQ(before, quartet::device_kernels_built()) << "the default of kernels.decode_attention";
+  if (quartet::device_kernels_built()) quartet::set_decode_attention(true);
   for (int64_t g : {1, 2, 4, 8}) EXPECT_EQ(quartet::decode_attention_uses_kernel(bf16, g, 128), on) << "g " << g;
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 3, 128));
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 9, 128));
@@ -370,6 +372,9 @@ TEST(DecodeAttentionSwitch, TakesTheKernelsShapesOnly) {
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(f32, 2, 128));
   quartet::set_decode_attention(false);
   for (int64_t g : {1, 2, 4, 8}) EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, g, 128)) << "g " << g;
+  if (!quartet::device_kernels_built()) {
+    EXPECT_THROW(quartet::set_decode_attention(true), quartet::Error);  // names set_decode_attention
+  }
   quartet::set_decode_attention(before);
 }
 

@@ -2,24 +2,24 @@
 // quartet's own device kernels for the decoding step (src/model/decode_kernels/, one operation
 // a file), where ATen would spend several small kernels on work that moves a few hundred
 // kilobytes. Built when CMake finds a CUDA compiler; used on CUDA tensors unless switched off
-// (QUARTET_DECODE_KERNELS=0 in the environment, or set_decode_kernels(false)). Every kernel
-// rounds exactly as the ATen operations it replaces, or computes in float32 what they round in
-// between (attention, the RMSNorm's statistics): the switch changes results at most by rounding
-// (tests check which).
+// (the deck's kernels.decode = false, or set_decode_kernels(false)). Every kernel rounds exactly
+// as the ATen operations it replaces, or computes in float32 what they round in between
+// (attention, the RMSNorm's statistics): the switch changes results at most by rounding (tests
+// check which).
 #include <torch/types.h>
 
 #include <utility>
 
 namespace quartet {
 
-// Compiled in, and not switched off.
+// kernels.decode in force (core/kernel_switch.hpp).
 bool decode_kernels_enabled();
 void set_decode_kernels(bool on);
 
 // Whether a decoding step's attention takes attend_decode below where it applies (bfloat16 heads
 // of 128 with 1, 2, 4 or 8 query heads per KV head: about twice ATen's speed at the benchmark's
-// spans, 3.1-3.3 TB/s on an H200), ATen's batched products elsewhere: on unless
-// QUARTET_DECODE_ATTENTION=0 (ATen's products always, for comparison).
+// spans, 3.1-3.3 TB/s on an H200), ATen's batched products elsewhere: kernels.decode_attention
+// (default on; off: ATen's products always, for comparison).
 bool decode_attention_enabled();
 void set_decode_attention(bool on);
 // Whether a decoding step's attention with g query heads per KV head of size hd in `dtype`
@@ -69,7 +69,8 @@ torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache
 // queries, and the block whose split holds the slot first writes the step's key and value into
 // the cache: the same bits as the two calls (out [B, nh, hd], and the caches), one launch fewer
 // a layer. max_splits as attend_decode's. Used by a Llama decoding step where the attention
-// takes attend_decode, unless QUARTET_DECODE_FUSED_QKV=0 is set (or set_decode_qkv_fused(false)).
+// takes attend_decode, unless the deck sets kernels.decode_fused_qkv = false (or
+// set_decode_qkv_fused(false)).
 bool decode_qkv_fused_enabled();
 void set_decode_qkv_fused(bool on);
 bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd);
