@@ -2,8 +2,9 @@
 // GPU, a batch of prompts, N new tokens, through quartet::generate (the code `quartet train`
 // runs), with and without CUDA graphs.
 //   build/bench/generate_bench [--config inputs/models/llama-886m/config.json] [--batch 64]
-//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1]
-// --profile 1 adds a kernel profile of one greedy generation with graphs and one without.
+//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1] [--set kernels.KEY=VALUE ...]
+// --profile 1 adds a kernel profile of one greedy generation with graphs and one without; --set
+// switches quartet's kernels as the deck's [kernels] keys do (e.g. --set kernels.decode_fused_qkv=false).
 // Roofline: every decoding step must read every weight once and the keys and values of every
 // live row's cached tokens once; at 4.3 TB/s (one H200, measured) that is the floor of the
 // step's time. "roofline" is that floor summed over the steps the decoder ran (rows it really
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "graph_timing.hpp"
+#include "quartet/core/config.hpp"
+#include "quartet/core/kernel_switch.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -39,6 +42,7 @@ struct Args {
   std::string dtype = "bf16";
   bool profile = false;
   bool attention_only = false;  // --attention-only 1: the attention table alone
+  std::vector<std::string> overrides;  // --set section.key=value: deck keys ([kernels])
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -151,11 +155,14 @@ int main(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--profile") a.profile = v == "1";
     else if (k == "--attention-only") a.attention_only = v == "1";
+    else if (k == "--set") a.overrides.push_back(v);
     else {
       std::fprintf(stderr, "generate_bench: unknown option %s\n", k.c_str());
       return 2;
     }
   }
+  // The kernels as a deck with these overrides would switch them.
+  use_kernels(load_kernels_config(Deck("generate_bench --set", "", a.overrides, deck_schema())));
   const torch::Device dev = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const auto dtype = a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   torch::manual_seed(1);
@@ -257,7 +264,7 @@ int main(int argc, char** argv) {
     }
   }
   // Greedy with ATen's attention products where quartet's attention kernel takes this model's
-  // decoding steps (the decode attention switch's A/B).
+  // decoding steps (kernels.decode_attention's A/B).
   if (decode_kernels_enabled() && dev.is_cuda() &&
       decode_attention_uses_kernel(dtype, cfg.num_heads / cfg.num_kv_heads, cfg.head_dim)) {
     set_decode_attention(false);
