@@ -1,5 +1,7 @@
 #include "quartet/core/kernels_config.hpp"
 
+#include <boost/program_options/options_description.hpp>
+
 #include <string>
 
 #include "quartet/core/deck.hpp"

@@ -4,7 +4,9 @@
 // Recorded in run.h5 with the rest of the resolved deck, so that two runs of one recorded deck
 // compute alike. start_runtime installs [kernels] (core/kernel_switch.hpp); the trainer reads
 // [profile] from its Config.
-#include <boost/program_options/options_description.hpp>
+namespace boost::program_options {
+class options_description;
+}
 
 namespace quartet {
 
