@@ -2,8 +2,9 @@
 // GPU, a batch of prompts, N new tokens, through quartet::generate (the code `quartet train`
 // runs), with and without CUDA graphs.
 //   build/bench/generate_bench [--config inputs/models/llama-886m/config.json] [--batch 64]
-//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1]
-// --profile 1 adds a kernel profile of one greedy generation with graphs and one without.
+//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1] [--set kernels.KEY=VALUE ...]
+// --profile 1 adds a kernel profile of one greedy generation with graphs and one without; --set
+// switches quartet's kernels as the deck's [kernels] keys do (e.g. --set kernels.decode_fused_qkv=false).
 // Roofline: every decoding step must read every weight once and the keys and values of every
 // live row's cached tokens once; at 4.3 TB/s (one H200, measured) that is the floor of the
 // step's time. "roofline" is that floor summed over the steps the decoder ran (rows it really
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "graph_timing.hpp"
+#include "quartet/core/config.hpp"
+#include "quartet/core/kernel_switch.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -39,6 +42,7 @@ struct Args {
   std::string dtype = "bf16";
   bool profile = false;
   bool attention_only = false;  // --attention-only 1: the attention table alone
+  std::vector<std::string> overrides;  // --set section.key=value: deck keys ([kernels])
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -85,24 +89,18 @@ void head_gemms(Transformer& model, int64_t batch, const torch::Device& dev) {
 
 // One decoding step's attention for one layer over `span` cached slots, [batch] rows: ATen's
 // three kernels (baddbmm with the mask, float32 softmax, bmm) against quartet's kernel (heads of
-// 128 in bfloat16: the register kernel), split over the span (flash decoding) and not, and the
-// shared-memory kernel by chunk size. Bytes: the keys and values read, against 4.3 TB/s. Timed
-// as CUDA graph replays, as decoding runs them.
+// 128 in bfloat16, in registers), split over the span (flash decoding) and not. Bytes: the keys
+// and values read, against 4.3 TB/s. Timed as CUDA graph replays, as decoding runs them.
 void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, const torch::Device& dev) {
 #ifdef QUARTET_WITH_CUDA
   if (!decode_kernels_enabled() || !dev.is_cuda()) return;
   const int64_t nkv = cfg.num_kv_heads, g = cfg.num_heads / cfg.num_kv_heads, hd = cfg.head_dim;
-  if (!attend_decode_supports(g, hd)) return;
+  if (!attend_decode_supports(dtype, g, hd)) return;
   std::printf("\nDecode attention, one layer: %lld rows, %lld KV heads x %lld query heads each, head %lld\n",
               (long long)batch, (long long)nkv, (long long)g, (long long)hd);
-  // Columns: ATen; quartet's kernel with its defaults; unsplit; then by keys per chunk in shared
-  // memory (2, 4, 8, 16 KB), with the blocks one SM holds at once.
-  const std::vector<int> chunk_kb{2, 4, 8, 16};
-  std::printf("| span | MB read | floor us | ATen us | quartet us | TB/s | 1 split us |");
-  for (int kb : chunk_kb) std::printf(" %d KB chunks us (blocks/SM) |", kb);
-  std::printf("\n|-----:|--------:|---------:|--------:|-----------:|-----:|-----------:|");
-  for (size_t i = 0; i < chunk_kb.size(); ++i) std::printf("------:|");
-  std::printf("\n");
+  // Columns: ATen; quartet's kernel with its defaults; unsplit.
+  std::printf("| span | MB read | floor us | ATen us | quartet us | TB/s | 1 split us |\n");
+  std::printf("|-----:|--------:|---------:|--------:|-----------:|-----:|-----------:|\n");
   torch::NoGradGuard no_grad;
   const auto opts = torch::TensorOptions().dtype(dtype).device(dev);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -118,15 +116,8 @@ void attention_table(const ModelConfig& cfg, int64_t batch, torch::Dtype dtype, 
     const double ours = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale); }, 100);
     const double one = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale, 1); }, 100);
     const double bytes = 2.0 * static_cast<double>(kc.numel()) * kc.element_size();
-    std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |", (long long)span, bytes / 1e6,
+    std::printf("| %4lld | %7.1f | %8.1f | %7.1f | %10.1f | %4.2f | %10.1f |\n", (long long)span, bytes / 1e6,
                 bytes / kHbmBytesPerS * 1e6, aten, ours, bytes / (ours * 1e-6) / 1e12, one);
-    for (int kb : chunk_kb) {
-      int per_sm = 0;
-      attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024, &per_sm);
-      const double us = bench::graph_us([&](int) { attend_decode(q, kc, vc, bias, span, scale, 0, kb * 1024); }, 100);
-      std::printf(" %6.1f (%d) |", us, per_sm);
-    }
-    std::printf("\n");
   }
 #else
   (void)cfg, (void)batch, (void)dtype, (void)dev;
@@ -164,11 +155,14 @@ int main(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--profile") a.profile = v == "1";
     else if (k == "--attention-only") a.attention_only = v == "1";
+    else if (k == "--set") a.overrides.push_back(v);
     else {
       std::fprintf(stderr, "generate_bench: unknown option %s\n", k.c_str());
       return 2;
     }
   }
+  // The kernels as a deck with these overrides would switch them.
+  use_kernels(load_kernels_config(Deck("generate_bench --set", "", a.overrides, deck_schema())));
   const torch::Device dev = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const auto dtype = a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   torch::manual_seed(1);
@@ -269,15 +263,13 @@ int main(int argc, char** argv) {
       print_row(rows[i].name.substr(0, rows[i].name.find(',')) + ", graphs, no quartet kernel", r, note);
     }
   }
-  // Greedy with the other attention: ATen's products where quartet's kernel is the default for
-  // this model (automatic), quartet's kernel where it is not.
-  if (decode_kernels_enabled() && dev.is_cuda()) {
-    const auto was = decode_attention();
-    const bool kernel_now = decode_attention_uses_kernel(dtype, cfg.num_heads / cfg.num_kv_heads, cfg.head_dim);
-    set_decode_attention(kernel_now ? DecodeAttention::aten : DecodeAttention::kernel);
-    print_row(kernel_now ? "greedy, graphs, ATen attention" : "greedy, graphs, attention kernel",
-              timed(model, ids, mask, rows[1].params, a.reps), " ");
-    set_decode_attention(was);
+  // Greedy with ATen's attention products where quartet's attention kernel takes this model's
+  // decoding steps (kernels.decode_attention's A/B).
+  if (decode_kernels_enabled() && dev.is_cuda() &&
+      decode_attention_uses_kernel(dtype, cfg.num_heads / cfg.num_kv_heads, cfg.head_dim)) {
+    set_decode_attention(false);
+    print_row("greedy, graphs, ATen attention", timed(model, ids, mask, rows[1].params, a.reps), " ");
+    set_decode_attention(true);
   }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.

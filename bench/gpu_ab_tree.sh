@@ -2,21 +2,28 @@
 # This tree against an older one, in one device call, from the repo root with .gpu carried:
 #   git diff BASE > ab.patch   (git add -N new files first; ab.patch untracked, so it travels)
 #   PATCH=ab.patch bash bench/gpu_ab_tree.sh                     (logs in $OUT)
-# Builds both (the older one: a copy of this tree with PATCH taken back) side by side; runs
+# or, where the trees differ by more than a text patch carries (moved or binary files):
+#   git archive -o old.tar BASE; OLD_TAR=old.tar bash bench/gpu_ab_tree.sh
+# Builds both (the older one: a copy of this tree with PATCH taken back, or OLD_TAR) side by side; runs
 # TESTS (a ctest -R pattern, default model_np1) on this tree; then the reference PPO iteration
 # (1 GPU, ITERATIONS=6) on each, alternating ROUNDS times (default 3); then, with PROFILE=1, one
 # device-only profiled iteration of each (the phases' wall and device-busy times).
 set -uo pipefail
-: "${PATCH:?PATCH=file: git diff BASE, from the repo root}"
+[ -n "${PATCH:-}${OLD_TAR:-}" ] || { echo "PATCH=file (git diff BASE) or OLD_TAR=file (git archive BASE)"; exit 2; }
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd); export OUT
 S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 # shellcheck source=/dev/null  # made by the GPU session set-up, not in the tree
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L
 NEW=$PWD OLD=/tmp/quartet-ab-old
-PATCH=$(cd "$(dirname "$PATCH")" && pwd)/$(basename "$PATCH")
-rm -rf "$OLD" && mkdir -p "$OLD" && tar cf - --exclude=./build-gpu --exclude=./runs . | tar xf - -C "$OLD"
-(cd "$OLD" && patch -R -p1 -s < "$PATCH") || { echo "the patch does not come off this tree"; exit 1; }
+rm -rf "$OLD" && mkdir -p "$OLD"
+if [ -n "${OLD_TAR:-}" ]; then
+  tar xf "$OLD_TAR" -C "$OLD" && cp -r .gpu "$OLD/"
+else
+  PATCH=$(cd "$(dirname "$PATCH")" && pwd)/$(basename "$PATCH")
+  tar cf - --exclude=./build-gpu --exclude=./runs . | tar xf - -C "$OLD"
+  (cd "$OLD" && patch -R -p1 -s < "$PATCH") || { echo "the patch does not come off this tree"; exit 1; }
+fi
 build() {  # dir name targets...
   local d=$1 n=$2; shift 2
   { cmake -S "$d" -B "$d/build-gpu" $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&

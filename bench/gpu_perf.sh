@@ -3,8 +3,8 @@
 # carried:  bash bench/gpu_perf.sh        (logs in $OUT, or ./gpu-logs)
 # SKIP_TESTS=1, SKIP_GEN=1, SKIP_TRAIN_BENCH=1 and PPO_GPUS="1 2" split it over calls;
 # PROFILE=N profiles PPO iteration N (default 3), PROFILE=none none. KERNELS_AB=1 first runs the
-# 1-GPU iteration with quartet's training kernels off (QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0
-# QUARTET_SWIGLU_KERNEL=0).
+# 1-GPU iteration with quartet's training kernels off (--set kernels.adamw=false kernels.rotary=false
+# kernels.swiglu=false).
 # Builds, runs the GPU tests (models against HF in bf16, CUDA graphs against eager, bf16 training
 # gradients against fp32; graphed training steps against eager ones; each of quartet's kernels
 # against ATen; sharded training on NCCL, whose np2 case needs two GPUs; `quartet generate` end
@@ -47,7 +47,8 @@ if [ "${SKIP_GEN:-0}" != 1 ]; then
   t generate_bench
 fi
 if [ "${KERNELS_AB:-0}" = 1 ]; then
-  QUARTET_ADAMW_KERNEL=0 QUARTET_ROTARY_KERNEL=0 QUARTET_SWIGLU_KERNEL=0 TAG=aten PPO_GPUS=1 PROFILE=none bash bench/gpu_ppo_iteration.sh
+  SET="${SET:-} kernels.adamw=false kernels.rotary=false kernels.swiglu=false" TAG=aten PPO_GPUS=1 PROFILE=none \
+    bash bench/gpu_ppo_iteration.sh
   t "1 GPU, kernels off"
 fi
 PROFILE=${PROFILE:-3} bash bench/gpu_ppo_iteration.sh

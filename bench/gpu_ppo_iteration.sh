@@ -11,7 +11,8 @@
 # change those settings: e.g. MIN_NEW_TOKENS=0 ACTOR_LR=3e-3 CRITIC_LR=3e-3 lets the lengths vary.
 # TAG=x suffixes the run directories and logs (ppo_colocated-1-x.log), to compare settings in one call.
 # PROMPTS=prompts_varied takes prompts of 64 to 128 tokens (left-padded batches) instead.
-# SET="rollout.score_micro_batch=8 ..." adds deck settings to every run.
+# SET="rollout.score_micro_batch=8 ..." adds deck settings to every run (kernels.adamw=false: a
+# kernel switched off, [kernels] in `quartet train --help`).
 # RESHARD_AFTER_FORWARD=false keeps the actor's and critic's gathered blocks through each update
 # (model.<role>.reshard_after_forward; matters where they are sharded, colocated on 2 GPUs).
 set -uo pipefail
@@ -31,15 +32,15 @@ if [ -n "${RESHARD_AFTER_FORWARD:-}" ]; then
   for role in actor critic; do COMMON+=(--set "model.$role.reshard_after_forward=$RESHARD_AFTER_FORWARD"); done
 fi
 gpus=$(nvidia-smi -L | wc -l)
-# PROFILE=N profiles iteration N's phases (kernel tables in the log, traces in the run dir);
-# PROFILE=none (or unset) profiles nothing.
-PROF=(); [ -n "${PROFILE:-}" ] && [ "$PROFILE" != none ] && PROF=(-x QUARTET_PROFILE_ITERATION="$PROFILE")
-# PROFILE_HOST=0: device activity only in that profile (QUARTET_PROFILE_HOST).
-[ -n "${PROFILE_HOST:-}" ] && PROF+=(-x QUARTET_PROFILE_HOST="$PROFILE_HOST")
+# PROFILE=N profiles iteration N's phases (profile.iteration: kernel tables in the log, traces in
+# the run dir); PROFILE=none (or unset) profiles nothing.
+if [ -n "${PROFILE:-}" ] && [ "$PROFILE" != none ]; then COMMON+=(--set profile.iteration="$PROFILE"); fi
+# PROFILE_HOST=0: device activity only in that profile (profile.host=false).
+if [ "${PROFILE_HOST:-1}" = 0 ]; then COMMON+=(--set profile.host=false); fi
 run() {  # name ranks args...
   local name=$1${TAG:+-$TAG} np=$2; shift 2
   echo "== $name"
-  timeout 400 mpirun --oversubscribe --bind-to none "${PROF[@]}" -np "$np" build-gpu/quartet train inputs/demo.deck \
+  timeout 400 mpirun --oversubscribe --bind-to none -np "$np" build-gpu/quartet train inputs/demo.deck \
     "${COMMON[@]}" "$@" --set "run.out=runs/ppo886m-$name" > "$OUT/ppo_$name.log" 2>&1
   echo "exit $?"
   grep -E "^iter|^train:|^  [0-9]|rror" "$OUT/ppo_$name.log" | tail -10

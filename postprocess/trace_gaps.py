@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where the GPU waits for the host, from a phase trace that `quartet train` saved
-(QUARTET_PROFILE_ITERATION=N writes <run>/profile/<phase>_rank<R>.json, Kineto's chrome trace).
+(the deck's profile.iteration = N writes <run>/profile/<phase>_rank<R>.json, Kineto's chrome trace).
 
 A gap is a stretch with no kernel, copy or memset on the device. Each gap ends with a device
 activity whose launch (matched by correlation id) happened at some host time L. When L falls
@@ -10,7 +10,7 @@ quartet's annotations) running then, and prints the largest charges:
 
     python3 postprocess/trace_gaps.py runs/x/profile/train_rank0.json [--min-us 2] [--top 25]
 
-A trace of device activity only (QUARTET_PROFILE_HOST=0) has no host operations to charge;
+A trace of device activity only (profile.host = false) has no host operations to charge;
 --by-kernel then charges each wait to the device activity that ends it (what came late).
 """
 import argparse

@@ -149,6 +149,7 @@ const po::options_description& deck_schema() {
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
       ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops")
       ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding, which in bf16 leans towards the sampler's: a KL of about 2e-4 a token where actor and reference are equal)");
+    d.add(kernels_schema());
     return d;
   }();
   return schema;
@@ -234,7 +235,7 @@ void require_one_of(const Deck& deck, const std::string& key, const std::string&
 }  // namespace
 
 Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.run.name = deck.get<std::string>("run.name");
   c.run.out = deck.get<std::string>("run.out");
   c.run.seed = deck.get<std::uint64_t>("run.seed");
@@ -417,6 +418,8 @@ Config load_config(const Deck& deck) {
 
   if (c.dist.backend == "nccl" && c.dist.device == "cpu")
     deck.fail("dist.backend", "is nccl, which needs GPUs, but dist.device is cpu");
+  c.kernels = load_kernels_config(deck);
+  c.profile = load_profile_config(deck);
   return c;
 }
 

@@ -1,23 +1,34 @@
 #include "quartet/core/kernel_switch.hpp"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "quartet/core/check.hpp"
 
 namespace quartet {
 
-KernelSwitch::KernelSwitch(bool compiled_in, const char* variable, const char* setter)
-    : compiled_in_(compiled_in), setter_(setter) {
-  const char* v = std::getenv(variable);
-  on_ = compiled_in && !(v && std::strcmp(v, "0") == 0);
+namespace {
+
+constexpr const char* kNoKernels = ": this build has no device kernels (CMake found no CUDA compiler)";
+
+KernelsConfig& installed() {
+  static KernelsConfig kernels;
+  return kernels;
 }
 
-void KernelSwitch::set(bool on) {
-  QUARTET_CHECK(!on || compiled_in_,
-                std::string(setter_) + ": this build has no device kernels (CMake found no CUDA compiler)");
-  on_ = on;
+}  // namespace
+
+const KernelsConfig& kernels_in_use() { return installed(); }
+
+void use_kernels(const KernelsConfig& kernels) {
+  const bool any_device = kernels.decode || kernels.decode_fused_qkv || kernels.decode_attention || kernels.rotary ||
+                          kernels.swiglu || kernels.adamw;
+  QUARTET_CHECK(!any_device || device_kernels_built(), std::string("use_kernels") + kNoKernels);
+  installed() = kernels;
+}
+
+void KernelSwitch::set(bool on) const {
+  QUARTET_CHECK(!on || !needs_device_ || device_kernels_built(), std::string(setter_) + kNoKernels);
+  installed().*field_ = on;
 }
 
 }  // namespace quartet

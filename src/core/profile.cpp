@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -48,11 +47,10 @@ std::string shorten(std::string s, size_t n) {
 void KernelProfile::start() {
   QUARTET_CHECK(!running_, "KernelProfile: already running");
   const prof::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  // QUARTET_PROFILE_HOST=0: device activity only. Recording every host operator slows the host
+  // Without the host: device activity only. Recording every host operator slows the host
   // several times over, which makes a phase near the line look host-bound when it is not.
-  const char* host = std::getenv("QUARTET_PROFILE_HOST");
   std::set<torch::profiler::impl::ActivityType> activities;
-  if (!(host && std::string(host) == "0")) activities.insert(torch::profiler::impl::ActivityType::CPU);
+  if (host_) activities.insert(torch::profiler::impl::ActivityType::CPU);
   if (torch::cuda::is_available()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
   prof::prepareProfiler(config, activities);
   prof::enableProfiler(config, activities);
@@ -123,16 +121,6 @@ std::string KernelProfile::stop(const std::string& title, const std::string& tra
     out += line;
   }
   return out;
-}
-
-int profile_iteration_from_env() {
-  const char* v = std::getenv("QUARTET_PROFILE_ITERATION");
-  if (!v || !*v) return 0;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  QUARTET_CHECK(end && *end == '\0' && n > 0, std::string("QUARTET_PROFILE_ITERATION='") + v +
-                                                  "': expected an iteration number (1, 2, ...)");
-  return static_cast<int>(n);
 }
 
 }  // namespace quartet

@@ -7,6 +7,7 @@
 
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/device.hpp"
 #include "quartet/dist/watched_mpi.hpp"
@@ -84,6 +85,7 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
 
   if (!device.is_cuda()) configure_cpu_threads(world.local_size());
   seed_default_generators(config->run.seed, world.rank(), device);
+  use_kernels(config->kernels);  // [kernels]: before any model is built
   printf0("quartet %s: %d rank(s), %s backend, %s\n", QUARTET_VERSION, world.size(),
           backend.c_str(), placement.describe().c_str());
   printf0("---- resolved deck (%s) ----\n%s----\n", deck_path.c_str(),

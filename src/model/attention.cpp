@@ -201,7 +201,7 @@ torch::Tensor AttentionImpl::attend_cached(const torch::Tensor& q, int64_t B, co
     // it takes it: model/decode_kernels.hpp.
     // The slots after this step's (s.slot) are masked for every row and not read.
     auto out = attend_decode(q.reshape({B, nh, hd}).contiguous(), s.cache->k[static_cast<size_t>(layer)],
-                             s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, 0, nullptr, s.slot);
+                             s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, s.slot);
     return project_out(out.view({B, 1, nh * hd}));
   }
   auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);

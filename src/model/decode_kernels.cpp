@@ -1,59 +1,26 @@
 #include "quartet/model/decode_kernels.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <optional>
+#include <cstdint>
 #include <string>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
-namespace quartet::kernels {
-cudaError_t launch_qkv_to_cache(bool bf16, const void* qkv, const void* cos, const void* sin_signed,
-                                const int64_t* slot, void* q_out, void* k_cache, void* v_cache, int B, int nh, int nkv,
-                                int hd, int64_t cache_row, int64_t cache_head, bool rotate, cudaStream_t stream);
-cudaError_t launch_add_rms_norm(bool bf16, const void* x, const void* a, const void* w, void* sum, void* normed, int R,
-                                int H, float eps, cudaStream_t stream);
-cudaError_t launch_silu_mul(bool bf16, const void* gate_up, void* out, int64_t R, int64_t I, cudaStream_t stream);
-int attend_partial_floats(bool bf16, int B, int nkv, int g, int hd, int span, int max_splits, int chunk_bytes);
-bool attend_in_registers(bool bf16, int g, int hd);
-cudaError_t launch_attend_decode(bool bf16, bool bias_f32, const void* q, const void* k, const void* v,
-                                 const void* bias, int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B,
-                                 int nkv, int g, int hd, int span, int64_t cache_row, int64_t cache_head, float scale,
-                                 int max_splits, int chunk_bytes, const int64_t* last_slot, int* blocks_per_sm,
-                                 cudaStream_t stream);
-cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, const void* sin_signed,
-                              const int64_t* slot, void* k, void* v, const void* bias, int64_t bias_s0,
-                              int64_t bias_s1, void* out, float* partial, int B, int nh, int nkv, int span,
-                              int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                              cudaStream_t stream);
-cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
-                               int64_t* out, cudaStream_t stream);
-cudaError_t launch_masked_softmax(bool bf16, const void* scores, const void* bias, void* out, int R, int S,
-                                  cudaStream_t stream);
-cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist, int64_t* hist_mask, int64_t hist_ld,
-                                  int64_t* lengths, int64_t* tok, const int64_t* stop_ids, int n_stop, int64_t* step,
-                                  int64_t* pos, int64_t* slot, int64_t pad, int rows, cudaStream_t stream);
-}
+#include "decode_kernels/launch.hpp"
 #endif
 
 namespace quartet {
 
 namespace {
-#ifdef QUARTET_WITH_DECODE_KERNELS
-constexpr bool kCompiledIn = true;
-#else
-constexpr bool kCompiledIn = false;
-#endif
-KernelSwitch g_switch(kCompiledIn, "QUARTET_DECODE_KERNELS", "set_decode_kernels");
-KernelSwitch g_qkv_fused(kCompiledIn, "QUARTET_DECODE_FUSED_QKV", "set_decode_qkv_fused");
-// Unset until the first question: then QUARTET_DECODE_ATTENTION's value (or a set_ call's).
-std::optional<DecodeAttention> g_attention;
+const KernelSwitch g_switch(&KernelsConfig::decode, true, "set_decode_kernels");
+const KernelSwitch g_qkv_fused(&KernelsConfig::decode_fused_qkv, true, "set_decode_qkv_fused");
+const KernelSwitch g_attention(&KernelsConfig::decode_attention, true, "set_decode_attention");
 
 [[maybe_unused]] void check_launch(const char* what, int err_code, const char* message) {
   QUARTET_CHECK(err_code == 0, std::string(what) + ": kernel launch failed: " + message);
@@ -65,7 +32,7 @@ std::optional<DecodeAttention> g_attention;
 
 constexpr const char* kNoKernels = "this build has no device kernels (CMake found no CUDA compiler)";
 
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 // The caches and the mask of a decoding step's attention over `span` slots for B rows, as
 // attend_decode and attend_decode_qkv take them: on x's device in its dtype (the mask also in
 // float32). `what` names the caller.
@@ -86,14 +53,18 @@ void check_cache_and_mask(const char* what, const torch::Tensor& x, int64_t B, i
                     ": bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
 }
 
-// The splits' partial results (flash decoding), when the span takes more than one chunk;
+// The splits' partial results (flash decoding), when the span takes more than one split;
 // undefined (nothing to allocate on the decoding path) when one block covers it.
-torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t hd, int64_t span,
-                             int max_splits, int chunk_bytes) {
-  const int floats = kernels::attend_partial_floats(x.scalar_type() == torch::kBFloat16, static_cast<int>(B),
-                                                    static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd),
-                                                    static_cast<int>(span), max_splits, chunk_bytes);
+torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t span, int max_splits) {
+  const int floats = kernels::attend_partial_floats(static_cast<int>(B), static_cast<int>(nkv), static_cast<int>(g),
+                                                    static_cast<int>(span), max_splits);
   return floats > 0 ? torch::empty({floats}, x.options().dtype(torch::kFloat32)) : torch::Tensor();
+}
+
+// What the attention kernel reads in 16-byte vectors: aligned rows, every cached slot too.
+bool aligned_for_attention(const torch::Tensor& x, const torch::Tensor& k_cache, const torch::Tensor& v_cache) {
+  const auto at16 = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return at16(x) && at16(k_cache) && at16(v_cache) && k_cache.stride(0) % 8 == 0 && k_cache.stride(1) % 8 == 0;
 }
 #endif
 }  // namespace
@@ -102,23 +73,12 @@ bool decode_kernels_enabled() { return g_switch.on(); }
 
 void set_decode_kernels(bool on) { g_switch.set(on); }
 
-DecodeAttention decode_attention() {
-  if (!g_attention) {
-    const char* v = std::getenv("QUARTET_DECODE_ATTENTION");
-    const std::string value = v ? v : "auto";
-    QUARTET_CHECK(value == "auto" || value == "kernel" || value == "aten",
-                  "QUARTET_DECODE_ATTENTION is '" + value + "': expected auto, kernel or aten");
-    g_attention = value == "kernel" ? DecodeAttention::kernel
-                  : value == "aten" ? DecodeAttention::aten
-                                    : DecodeAttention::automatic;
-  }
-  return *g_attention;
-}
-void set_decode_attention(DecodeAttention mode) { g_attention = mode; }
+bool decode_attention_enabled() { return g_attention.on(); }
+void set_decode_attention(bool on) { g_attention.set(on); }
 
-bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
-  return g <= 8 && hd <= 256 &&
+bool attend_decode_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
+#ifdef QUARTET_WITH_DEVICE_KERNELS
+  return g >= 1 && g <= 8 && hd == 128 &&
          kernels::attend_in_registers(dtype == torch::kBFloat16, static_cast<int>(g), static_cast<int>(hd));
 #else
   (void)dtype, (void)g, (void)hd;
@@ -127,19 +87,13 @@ bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd) 
 }
 
 bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd) {
-  if (!g_switch.on() || !attend_decode_supports(g, hd)) return false;
-  switch (decode_attention()) {
-    case DecodeAttention::kernel: return true;
-    case DecodeAttention::aten: return false;
-    case DecodeAttention::automatic: return attend_decode_in_registers(dtype, g, hd);
-  }
-  return false;
+  return g_switch.on() && g_attention.on() && attend_decode_supports(dtype, g, hd);
 }
 
 void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                   const torch::Tensor& slot, const torch::Tensor& q_out, const torch::Tensor& k_cache,
                   const torch::Tensor& v_cache, int64_t nh, int64_t nkv, int64_t hd) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const int64_t B = qkv.size(0);
   const auto dtype = qkv.scalar_type();
   const bool rotate = cos.defined();
@@ -176,7 +130,7 @@ void qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& cos, const torc
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
                                                      const torch::Tensor& weight, double eps,
                                                      const torch::Tensor& sum_out) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(x.is_cuda() && float_or_bf16(x) && x.is_contiguous() && x.dim() >= 1,
                 "add_rms_norm: x must be a contiguous float32 or bfloat16 CUDA tensor");
   const int64_t H = x.size(-1);
@@ -208,7 +162,7 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
 }
 
 torch::Tensor silu_mul(const torch::Tensor& gate_up) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(gate_up.is_cuda() && float_or_bf16(gate_up) && gate_up.is_contiguous() && gate_up.dim() >= 1 &&
                     gate_up.size(-1) % 2 == 0,
                 "silu_mul: gate_up must be a contiguous float32 or bfloat16 CUDA tensor [.., 2I]");
@@ -230,42 +184,39 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up) {
 #endif
 }
 
-bool attend_decode_supports(int64_t g, int64_t hd) { return g >= 1 && g <= 8 && hd >= 1 && hd <= 256; }
-
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                            const torch::Tensor& bias, int64_t span, double scale, int max_splits, int chunk_bytes,
-                            int* blocks_per_sm, const torch::Tensor& last_slot) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
-  QUARTET_CHECK(q.is_cuda() && float_or_bf16(q) && q.is_contiguous() && q.dim() == 3,
-                "attend_decode: q must be a contiguous float32 or bfloat16 CUDA tensor [B, heads, hd]");
+                            const torch::Tensor& bias, int64_t span, double scale, int max_splits,
+                            const torch::Tensor& last_slot) {
+#ifdef QUARTET_WITH_DEVICE_KERNELS
+  QUARTET_CHECK(q.is_cuda() && q.is_contiguous() && q.dim() == 3,
+                "attend_decode: q must be a contiguous CUDA tensor [B, heads, hd]");
   const int64_t B = q.size(0), nh = q.size(1), hd = q.size(2);
   QUARTET_CHECK(k_cache.dim() == 4, "attend_decode: the caches must be [rows, nkv, max_len, hd]");
   const int64_t nkv = k_cache.size(1);
-  QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(nh / nkv, hd),
-                "attend_decode: needs heads a multiple of the KV heads, at most 8 query heads per KV head, hd <= 256");
+  QUARTET_CHECK(nkv >= 1 && nh % nkv == 0 && attend_decode_supports(q.scalar_type(), nh / nkv, hd),
+                "attend_decode: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
   const int64_t g = nh / nkv;
   check_cache_and_mask("attend_decode", q, B, g, hd, k_cache, v_cache, bias, span);
+  QUARTET_CHECK(aligned_for_attention(q, k_cache, v_cache),
+                "attend_decode: q and the caches must start on 16-byte boundaries");
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
   QUARTET_CHECK(!last_slot.defined() || (last_slot.device() == q.device() && last_slot.scalar_type() == torch::kLong &&
                                           last_slot.numel() == 1),
                 "attend_decode: last_slot must be one int64 on q's device");
   auto out = torch::empty_like(q);
   if (B == 0) return out;
-  const bool bf16 = q.scalar_type() == torch::kBFloat16;
-  const auto partial = split_partials(q, B, nkv, g, hd, span, max_splits, chunk_bytes);
+  const auto partial = split_partials(q, B, nkv, g, span, max_splits);
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = kernels::launch_attend_decode(
-      bf16, bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0),
-      bias.stride(1), out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
-      static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(hd), static_cast<int>(span), k_cache.stride(0),
-      k_cache.stride(1), static_cast<float>(scale), max_splits, chunk_bytes,
-      last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr, blocks_per_sm,
+      bias_f32, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), bias.data_ptr(), bias.stride(0), bias.stride(1),
+      out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr, static_cast<int>(B),
+      static_cast<int>(nkv), static_cast<int>(g), static_cast<int>(span), k_cache.stride(0), k_cache.stride(1),
+      static_cast<float>(scale), max_splits, last_slot.defined() ? last_slot.data_ptr<int64_t>() : nullptr,
       c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
   check_launch("attend_decode", err, cudaGetErrorString(err));
   return out;
 #else
-  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)chunk_bytes,
-      (void)blocks_per_sm, (void)last_slot;
+  (void)q, (void)k_cache, (void)v_cache, (void)bias, (void)span, (void)scale, (void)max_splits, (void)last_slot;
   QUARTET_CHECK(false, std::string("attend_decode: ") + kNoKernels);
   return {};
 #endif
@@ -275,14 +226,14 @@ bool decode_qkv_fused_enabled() { return g_qkv_fused.on(); }
 void set_decode_qkv_fused(bool on) { g_qkv_fused.set(on); }
 
 bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
-  return attend_decode_in_registers(dtype, g, hd);
+  return attend_decode_supports(dtype, g, hd);
 }
 
 torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
                                 const torch::Tensor& slot, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                                 const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
                                 int max_splits) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_decode_qkv: heads must be a multiple of the KV heads");
   const int64_t g = nh / nkv, hd = k_cache.dim() == 4 ? k_cache.size(3) : 0;
   QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_decode_qkv_supports(qkv.scalar_type(), g, hd),
@@ -296,12 +247,14 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
                   "attend_decode_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
   QUARTET_CHECK(k_cache.size(1) == nkv, "attend_decode_qkv: the caches must have nkv heads");
   check_cache_and_mask("attend_decode_qkv", qkv, B, g, hd, k_cache, v_cache, bias, span);
+  QUARTET_CHECK(aligned_for_attention(qkv, k_cache, v_cache),
+                "attend_decode_qkv: qkv and the caches must start on 16-byte boundaries");
   QUARTET_CHECK(slot.device() == qkv.device() && slot.scalar_type() == torch::kLong && slot.numel() == 1,
                 "attend_decode_qkv: slot must be one int64 on the device");
   const bool bias_f32 = bias.scalar_type() == torch::kFloat32;
   auto out = torch::empty({B, nh, hd}, qkv.options());
   if (B == 0) return out;
-  const auto partial = split_partials(qkv, B, nkv, g, hd, span, max_splits, 0);
+  const auto partial = split_partials(qkv, B, nkv, g, span, max_splits);
   const c10::cuda::CUDAGuard guard(qkv.device());
   const cudaError_t err = kernels::launch_attend_qkv(
       bias_f32, qkv.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), slot.data_ptr<int64_t>(), k_cache.data_ptr(),
@@ -320,7 +273,7 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
 }
 
 torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,
                 "sample_race: logits must be a float32 or bfloat16 CUDA tensor [B, V] with unit stride along V");
   QUARTET_CHECK(race.device() == logits.device() && race.scalar_type() == torch::kFloat32 && race.is_contiguous() &&
@@ -347,7 +300,7 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
                     const torch::Tensor& hist_mask, const torch::Tensor& lengths, const torch::Tensor& tok,
                     const torch::Tensor& stop_ids, const torch::Tensor& step, const torch::Tensor& pos,
                     const torch::Tensor& slot, int64_t pad_id) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const int64_t rows = next.numel();
   const auto dev = next.device();
   auto long_on_dev = [&](const torch::Tensor& t, int64_t n) {
@@ -384,7 +337,7 @@ void advance_decode(const torch::Tensor& next, const torch::Tensor& done, const 
 }
 
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& bias) {
-#ifdef QUARTET_WITH_DECODE_KERNELS
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(scores.is_cuda() && float_or_bf16(scores) && scores.is_contiguous() && scores.dim() >= 1,
                 "masked_softmax: scores must be a contiguous float32 or bfloat16 CUDA tensor");
   QUARTET_CHECK(bias.sizes() == scores.sizes() && bias.scalar_type() == scores.scalar_type() &&

@@ -9,7 +9,7 @@
 namespace quartet {
 
 namespace {
-KernelSwitch g_switch(true, "QUARTET_PACKED_PRODUCTS", "set_packed_products");
+const KernelSwitch g_switch(&KernelsConfig::packed_products, false, "set_packed_products");
 }  // namespace
 
 bool packed_products_enabled() { return g_switch.on(); }

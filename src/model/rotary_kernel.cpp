@@ -7,7 +7,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 
-#ifdef QUARTET_WITH_ROTARY_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -23,19 +23,14 @@ namespace quartet {
 
 namespace {
 
-#ifdef QUARTET_WITH_ROTARY_KERNEL
-constexpr bool kCompiledIn = true;
-#else
-constexpr bool kCompiledIn = false;
-#endif
-KernelSwitch g_switch(kCompiledIn, "QUARTET_ROTARY_KERNEL", "set_rotary_kernel");
+const KernelSwitch g_switch(&KernelsConfig::rotary, true, "set_rotary_kernel");
 
 // The rotation (backward: its transpose, the rotation by -angle) of x into a new tensor laid out
 // like x where x is dense, else contiguous.
 torch::Tensor rotate([[maybe_unused]] const torch::Tensor& x, [[maybe_unused]] const torch::Tensor& cos,
                      [[maybe_unused]] const torch::Tensor& sin, [[maybe_unused]] bool backward) {
   auto out = torch::empty_like(x);
-#ifdef QUARTET_WITH_ROTARY_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const int64_t B = x.size(0), H = x.size(1), S = x.size(2), D = x.size(3);
   // Broadcast dimensions of cos/sin step by 0.
   const int64_t cs[4] = {cos.size(0) == 1 ? 0 : cos.stride(0), 0, cos.stride(2), cos.stride(3)};

@@ -7,7 +7,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 
-#ifdef QUARTET_WITH_SWIGLU_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -22,18 +22,13 @@ namespace quartet {
 
 namespace {
 
-#ifdef QUARTET_WITH_SWIGLU_KERNEL
-constexpr bool kCompiledIn = true;
-#else
-constexpr bool kCompiledIn = false;
-#endif
-KernelSwitch g_switch(kCompiledIn, "QUARTET_SWIGLU_KERNEL", "set_swiglu_kernel");
+const KernelSwitch g_switch(&KernelsConfig::swiglu, true, "set_swiglu_kernel");
 
 // Forward (grad undefined): {SiLU(gate) * up}. Backward: {d_gate, d_up}. Separate contiguous
 // gate and up of the same shape.
 std::vector<torch::Tensor> run([[maybe_unused]] const torch::Tensor& gate, [[maybe_unused]] const torch::Tensor& up,
                                [[maybe_unused]] const torch::Tensor& grad) {
-#ifdef QUARTET_WITH_SWIGLU_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const c10::cuda::CUDAGuard guard(gate.device());
   const bool backward = grad.defined();
   auto out = torch::empty_like(gate);
@@ -55,7 +50,7 @@ std::vector<torch::Tensor> run([[maybe_unused]] const torch::Tensor& gate, [[may
 // Packed: gate_up [.., 2 I] (a fused product, gate then up in each row). Forward (grad
 // undefined): SiLU(gate) * up [.., I]. Backward: the packed gradient [.., 2 I].
 torch::Tensor run_packed([[maybe_unused]] const torch::Tensor& gate_up, [[maybe_unused]] const torch::Tensor& grad) {
-#ifdef QUARTET_WITH_SWIGLU_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const c10::cuda::CUDAGuard guard(gate_up.device());
   const int64_t I = gate_up.size(-1) / 2, n = gate_up.numel() / 2;
   const bool bf16 = gate_up.scalar_type() == torch::kBFloat16;

@@ -3,11 +3,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <string>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernel_switch.hpp"
 #include "quartet/rl/losses.hpp"
 
 namespace quartet {
@@ -117,12 +117,8 @@ torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_devi
 }  // namespace
 
 PaddingLayout padding_layout(const RolloutBatch& batch) {
-  // QUARTET_ATTENTION_MASK=always: every batch attends with its mask (benchmarks compare the two).
-  static const bool always_mask = [] {
-    const char* v = std::getenv("QUARTET_ATTENTION_MASK");
-    return v && std::string(v) == "always";
-  }();
-  if (always_mask) return PaddingLayout::anywhere;
+  // kernels.unmasked_attention = false: every batch attends with its mask (benchmarks compare the two).
+  if (!kernels_in_use().unmasked_attention) return PaddingLayout::anywhere;
   if (batch.rows() == 0 || batch.attention_mask.size(1) < 2) return PaddingLayout::trailing;
   const auto real = batch.attention_mask.ne(0);
   const int64_t W = real.size(1);

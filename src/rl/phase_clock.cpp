@@ -13,8 +13,9 @@ double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-PhaseClock::PhaseClock(torch::Device device, int rank, int profile_iteration, std::string profile_dir)
-    : device_(device), rank_(rank), profile_iteration_(profile_iteration), profile_dir_(std::move(profile_dir)) {}
+PhaseClock::PhaseClock(torch::Device device, int rank, const ProfileConfig& profile, std::string profile_dir)
+    : device_(device), rank_(rank), profile_iteration_(profile.iteration), profile_dir_(std::move(profile_dir)),
+      profile_(profile.host) {}
 
 void PhaseClock::begin_iteration(int index) {
   seconds_.fill(0.0);

@@ -37,7 +37,7 @@ class Trainer {
   explicit Trainer(Runtime& rt)
       : rt_(rt), cfg_(rt.config), al_(cfg_.algorithm), spec_(algorithm_spec(al_.algorithm)),
         started_(monotonic_seconds()), stop_(rt.world, cfg_.run.time_limit, started_),
-        clock_(rt.device, rt.world.rank(), profile_iteration_from_env(), cfg_.run.out + "/profile") {}
+        clock_(rt.device, rt.world.rank(), cfg_.profile, cfg_.run.out + "/profile") {}
 
   int run() {
     if (!refuse_or_plan()) return kExitUsage;

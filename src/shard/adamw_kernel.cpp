@@ -6,7 +6,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -38,12 +38,7 @@ cudaError_t launch_sq_norm_many(const void* const* g, const int* kind, const int
 namespace quartet {
 
 namespace {
-#ifdef QUARTET_WITH_ADAMW_KERNEL
-constexpr bool kCompiledIn = true;
-#else
-constexpr bool kCompiledIn = false;
-#endif
-KernelSwitch g_switch(kCompiledIn, "QUARTET_ADAMW_KERNEL", "set_adamw_kernel");
+const KernelSwitch g_switch(&KernelsConfig::adamw, true, "set_adamw_kernel");
 }  // namespace
 
 bool adamw_kernel_enabled() { return g_switch.on(); }
@@ -93,7 +88,7 @@ void step_stretch(const torch::Tensor& master, const torch::Tensor& grad, int64_
                   const torch::Tensor& found_inf) {
   check_stretch("adamw_step", master, grad, grad_begin, exp_avg, exp_avg_sq, model, begin, count);
   check_step("adamw_step", step, grad_scale, found_inf, master.device());
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   // The bias corrections in double on the host, as _fused_adamw_'s functor forms them.
   const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
   const double bc2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
@@ -144,7 +139,7 @@ void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep
   if (stretches.empty()) return;
   const torch::Tensor& first = stretches.front().master;
   check_step("adamw_step_many", step, grad_scale, found_inf, first.device());
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   std::vector<kernels::AdamWManyStretch> out;
   out.reserve(stretches.size());
 #endif
@@ -153,7 +148,7 @@ void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep
     check_stretch("adamw_step_many", s.master, s.grad, 0, s.exp_avg, s.exp_avg_sq, s.model, s.begin, s.count);
     QUARTET_CHECK(!s.grad.defined() || s.grad.numel() == s.count,
                   "adamw_step_many: a stretch's gradient must be as long as the stretch");
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
     kernels::AdamWManyStretch k{};
     k.p = s.master.data_ptr<float>() + s.begin;
     k.g = s.grad.defined() ? s.grad.data_ptr() : nullptr;
@@ -166,7 +161,7 @@ void adamw_step_many(const std::vector<AdamWStretch>& stretches, const AdamWStep
     out.push_back(k);
 #endif
   }
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const double bc1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
   const double bc2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
   const c10::cuda::CUDAGuard guard(first.device());
@@ -187,7 +182,7 @@ bool land_gradient_supports(const torch::Tensor& dst, const torch::Tensor& src) 
 
 void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add) {
   QUARTET_CHECK(land_gradient_supports(dst, src), "land_gradient: the kernel does not take these tensors");
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   const c10::cuda::CUDAGuard guard(dst.device());
   const cudaError_t err = kernels::launch_land_gradient(dst.data_ptr<float>(), src.data_ptr(), dst.numel(), add,
                                                         c10::cuda::getCurrentCUDAStream().stream());
@@ -212,7 +207,7 @@ torch::Tensor grad_sq_norm_many(const std::vector<torch::Tensor>& grads, const t
     kinds.push_back(g.scalar_type() == torch::kBFloat16 ? 1 : 0);
     sizes.push_back(g.numel());
   }
-#ifdef QUARTET_WITH_ADAMW_KERNEL
+#ifdef QUARTET_WITH_DEVICE_KERNELS
   if (ptrs.empty()) return out;
   const int64_t partials = kernels::sq_norm_blocks(sizes.data(), static_cast<int>(sizes.size()));
   auto partial = torch::empty({partials}, out.options());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/kernels_config.hpp"
 #include "quartet/model/decode_kernels.hpp"
 
 namespace {
@@ -88,14 +89,21 @@ TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
   struct Case {
     int64_t B, nkv, g, hd, max_len, span;
   };
-  // Spans shorter than, equal to and several times the kernel's chunk of 128 slots; head sizes
-  // that take the vectorised and the scalar key loads; 1 to 8 query heads per KV head. Heads of
-  // 128 in bfloat16 take the register kernel: with 1, 2, 4 and 8 query heads per KV head, in one
-  // split and in several (few rows), spans odd and even.
-  const std::vector<Case> cases{{3, 2, 2, 16, 40, 33},    {2, 4, 1, 64, 300, 300},  {64, 8, 2, 128, 256, 200},
-                                {1, 1, 8, 128, 600, 517}, {2, 2, 4, 256, 130, 129}, {3, 1, 3, 48, 20, 1},
-                                {2, 4, 4, 128, 64, 64},   {5, 2, 1, 128, 100, 97},  {64, 8, 2, 128, 256, 1}};
+  // Bfloat16 heads of 128 with 1, 2, 4 and 8 query heads per KV head, in one split and in
+  // several (few rows), spans odd and even, a span of 1. Float32 (and any other shape) is refused.
+  const std::vector<Case> cases{{64, 8, 2, 128, 256, 200}, {1, 1, 8, 128, 600, 517}, {2, 4, 4, 128, 64, 64},
+                                {5, 2, 1, 128, 100, 97},   {64, 8, 2, 128, 256, 1}};
   for (const auto& c : cases) {
+    if (!quartet::attend_decode_supports(dtype(), c.g, c.hd)) {
+      ASSERT_NE(dtype(), torch::kBFloat16);
+      auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+      EXPECT_THROW(quartet::attend_decode(torch::zeros({c.B, c.nkv * c.g, c.hd}, opts),
+                                          torch::zeros({c.B, c.nkv, c.max_len, c.hd}, opts),
+                                          torch::zeros({c.B, c.nkv, c.max_len, c.hd}, opts),
+                                          torch::zeros({c.B * c.nkv, c.g, c.span}, opts), c.span, 1.0),
+                   quartet::Error);
+      continue;
+    }
     for (bool bias_f32 : {false, true}) {
       if (bias_f32 && dtype() == torch::kFloat32) continue;  // float32 bias is the model's own then
       SCOPED_TRACE("B " + std::to_string(c.B) + " nkv " + std::to_string(c.nkv) + " g " + std::to_string(c.g) +
@@ -130,13 +138,12 @@ TEST_P(DecodeKernels, AttendDecodeMatchesFloat64Attention) {
 
 // A last slot (a decoding step's, read from the device when the kernel runs) with every slot
 // after it masked: nothing after it is read (the cache holds NaN there, which would show), in
-// one split and in several (the later splits then read nothing). The register form gives the
-// same bits as reading the whole span (masked slots read there add exact zeros); the
-// shared-memory form (float32) may round its chunks' rescaling differently, so it must agree
-// with float64 attention as closely as it does without the last slot.
+// one split and in several (the later splits then read nothing): the same bits as reading the
+// whole span (masked slots read there add exact zeros). Bfloat16 only (the kernel's).
 TEST_P(DecodeKernels, AttendDecodeStopsAtTheLastSlot) {
   auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
   const int64_t B = 4, nkv = 8, g = 2, hd = 128, span = 256;
+  if (!quartet::attend_decode_supports(dtype(), g, hd)) return;  // float32: refused (the test above)
   for (int64_t last : {0L, 100L, 129L, 200L, 255L}) {
     for (int splits : {0, 4}) {
       SCOPED_TRACE("last slot " + std::to_string(last) + ", splits " + std::to_string(splits));
@@ -157,15 +164,9 @@ TEST_P(DecodeKernels, AttendDecodeStopsAtTheLastSlot) {
         kc.narrow(2, last + 1, span - last - 1).fill_(std::numeric_limits<float>::quiet_NaN());
         vc.narrow(2, last + 1, span - last - 1).fill_(std::numeric_limits<float>::quiet_NaN());
       }
-      const auto stopped = quartet::attend_decode(q, kc, vc, bias, span, scale, splits, 0, nullptr, slot);
+      const auto stopped = quartet::attend_decode(q, kc, vc, bias, span, scale, splits, slot);
       EXPECT_TRUE(torch::isfinite(stopped).all().item<bool>());
-      if (quartet::attend_decode_in_registers(dtype(), g, hd)) {
-        EXPECT_TRUE(torch::equal(stopped, whole));
-      } else {
-        const auto expected = attention_reference(q, kc.nan_to_num(0), vc.nan_to_num(0), bias, span, scale);
-        const double err = max_abs(stopped.to(torch::kDouble) - expected) / max_abs(expected);
-        EXPECT_LE(err, tolerance());
-      }
+      EXPECT_TRUE(torch::equal(stopped, whole));
     }
   }
 }
@@ -214,7 +215,7 @@ TEST_P(DecodeKernels, AttendDecodeQkvSameBitsAsTheTwoKernels) {
         auto k_two = k0.clone(), v_two = v0.clone();
         auto q = torch::empty({B, nh, hd}, opts);
         quartet::qkv_to_cache(qkv, cos, sin_signed, slot, q, k_two, v_two, nh, nkv, hd);
-        const auto two = quartet::attend_decode(q, k_two, v_two, bias, c.span, scale, c.splits, 0, nullptr, slot);
+        const auto two = quartet::attend_decode(q, k_two, v_two, bias, c.span, scale, c.splits, slot);
         auto k_one = k0.clone(), v_one = v0.clone();
         const auto one =
             quartet::attend_decode_qkv(qkv, cos, sin_signed, slot, k_one, v_one, bias, c.span, scale, nh, nkv, c.splits);
@@ -329,8 +330,10 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
   auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
   auto kc = torch::zeros({2, 1, 8, 16}, opts);
   auto bias = torch::zeros({2, 9, 8}, opts);
-  EXPECT_FALSE(quartet::attend_decode_supports(9, 16));
-  EXPECT_FALSE(quartet::attend_decode_supports(1, 512));
+  EXPECT_FALSE(quartet::attend_decode_supports(torch::kBFloat16, 9, 128));
+  EXPECT_FALSE(quartet::attend_decode_supports(torch::kBFloat16, 3, 128));
+  EXPECT_FALSE(quartet::attend_decode_supports(torch::kBFloat16, 2, 64));
+  EXPECT_FALSE(quartet::attend_decode_supports(torch::kFloat32, 2, 128));
   EXPECT_THROW(quartet::attend_decode(torch::zeros({2, 9, 16}, opts), kc, kc, bias, 8, 1.0), std::exception);
   EXPECT_THROW(quartet::attend_decode(torch::zeros({2, 1, 16}, opts), kc, kc, torch::zeros({2, 1, 7}, opts), 8, 1.0),
                std::exception);
@@ -352,25 +355,26 @@ TEST_P(DecodeKernels, RefusesWhatItCannotDo) {
                std::exception);  // done must be bool
 }
 
-// Which decoding steps take the attention kernel: automatic picks the register form's shapes
-// only, kernel every supported shape, aten none; an unknown QUARTET_DECODE_ATTENTION is refused.
-// Host logic: runs without a GPU too.
-TEST(DecodeAttentionMode, EachModeTakesItsShapes) {
-  const auto before = quartet::decode_attention();
+// Which decoding steps take the attention kernel: with kernels.decode_attention on, the
+// register form's shapes only (bfloat16 heads of 128, 1, 2, 4 or 8 query heads per KV head) when
+// the decode kernels are on; with it off, none. Host logic: runs without a GPU too.
+TEST(DecodeAttentionSwitch, TakesTheKernelsShapesOnly) {
+  const bool before = quartet::decode_attention_enabled();
   const bool on = quartet::decode_kernels_enabled();
   const auto bf16 = torch::kBFloat16, f32 = torch::kFloat32;
-  quartet::set_decode_attention(quartet::DecodeAttention::automatic);
+  EXPECT_EQ(before, quartet::device_kernels_built()) << "the default of kernels.decode_attention";
+  if (quartet::device_kernels_built()) quartet::set_decode_attention(true);
   for (int64_t g : {1, 2, 4, 8}) EXPECT_EQ(quartet::decode_attention_uses_kernel(bf16, g, 128), on) << "g " << g;
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 3, 128));
+  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 9, 128));
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 64));
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 256));
   EXPECT_FALSE(quartet::decode_attention_uses_kernel(f32, 2, 128));
-  quartet::set_decode_attention(quartet::DecodeAttention::kernel);
-  EXPECT_EQ(quartet::decode_attention_uses_kernel(bf16, 3, 64), on);
-  EXPECT_EQ(quartet::decode_attention_uses_kernel(f32, 2, 256), on);
-  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 9, 128));  // beyond the kernel
-  quartet::set_decode_attention(quartet::DecodeAttention::aten);
-  EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, 2, 128));
+  quartet::set_decode_attention(false);
+  for (int64_t g : {1, 2, 4, 8}) EXPECT_FALSE(quartet::decode_attention_uses_kernel(bf16, g, 128)) << "g " << g;
+  if (!quartet::device_kernels_built()) {
+    EXPECT_THROW(quartet::set_decode_attention(true), quartet::Error);  // names set_decode_attention
+  }
   quartet::set_decode_attention(before);
 }
 

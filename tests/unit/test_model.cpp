@@ -769,17 +769,17 @@ TEST_P(GpuKernels, DecodeStepWithKernelsAgreesWithout) {
     quartet::KVCache cache;
   };
   torch::NoGradGuard no_grad;
-  // attention: quartet's attention kernel for every shape it supports, else ATen's products.
-  const auto attention_mode = quartet::decode_attention();
+  // attention: quartet's attention kernel where it applies (bf16 heads of 128), else ATen's products.
+  const bool attention_was = quartet::decode_attention_enabled();
   auto step = [&](quartet::Transformer& model, bool kernels, bool attention = false) {
     quartet::set_decode_kernels(kernels);
-    quartet::set_decode_attention(attention ? quartet::DecodeAttention::kernel : quartet::DecodeAttention::aten);
+    quartet::set_decode_attention(attention);
     Out o{torch::Tensor(), model->make_cache(B, T + 1)};
     model->forward(prompt, prompt_mask, &o.cache);
     o.logits = model->decode_step(next.squeeze(1), prompt_mask.sum(1), torch::full({1}, T, prompt.options()),
                                   mask.to(torch::kBool), o.cache, T + 1);
     quartet::set_decode_kernels(true);
-    quartet::set_decode_attention(attention_mode);
+    quartet::set_decode_attention(attention_was);
     return o;
   };
   auto fp32 = quartet::load_model(ref_->dir, Head::causal_lm, torch::kFloat32, cuda);

@@ -8,6 +8,7 @@
 #include <boost/program_options/options_description.hpp>
 
 #include "quartet/core/deck.hpp"
+#include "quartet/core/kernels_config.hpp"  // KernelsConfig ([kernels]), ProfileConfig ([profile])
 
 namespace quartet {
 
@@ -156,6 +157,8 @@ struct Config {
   AlgorithmConfig algorithm;
   OutputConfig output;
   CheckpointConfig checkpoint;
+  KernelsConfig kernels;
+  ProfileConfig profile;
 };
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.

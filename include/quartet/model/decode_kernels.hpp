@@ -1,32 +1,29 @@
 #pragma once
-// quartet's own device kernels for the decoding step (src/model/decode_kernels.cu), where ATen
-// would spend several small kernels on work that moves a few hundred kilobytes. Built when
-// CMake finds a CUDA compiler; used on CUDA tensors unless switched off (QUARTET_DECODE_KERNELS=0
-// in the environment, or set_decode_kernels(false)). Every kernel rounds exactly as the ATen
-// operations it replaces, or computes in float32 what they round in between (attention, the
-// RMSNorm's statistics): the switch changes results at most by rounding (tests check which).
+// quartet's own device kernels for the decoding step (src/model/decode_kernels/, one operation
+// a file), where ATen would spend several small kernels on work that moves a few hundred
+// kilobytes. Built when CMake finds a CUDA compiler; used on CUDA tensors unless switched off
+// (the deck's kernels.decode = false, or set_decode_kernels(false)). Every kernel rounds exactly
+// as the ATen operations it replaces, or computes in float32 what they round in between
+// (attention, the RMSNorm's statistics): the switch changes results at most by rounding (tests
+// check which).
 #include <torch/types.h>
 
 #include <utility>
 
 namespace quartet {
 
-// Compiled in, and not switched off.
+// kernels.decode in force (core/kernel_switch.hpp).
 bool decode_kernels_enabled();
 void set_decode_kernels(bool on);
 
-// Which attention decoding steps run (QUARTET_DECODE_ATTENTION=auto|kernel|aten, default auto):
-// - automatic: attend_decode below where it has its register form (bfloat16 heads of 128 with 1,
-//   2, 4 or 8 query heads per KV head: about twice ATen's speed at the benchmark's spans, 3.1-3.3
-//   TB/s on an H200), ATen's batched products elsewhere (the shared-memory form is slower);
-// - kernel: attend_decode wherever it supports the shape; aten: ATen's products always.
-// Any other value of the variable is refused (quartet::Error, when a decoding step on a GPU
-// first asks).
-enum class DecodeAttention { automatic, kernel, aten };
-DecodeAttention decode_attention();
-void set_decode_attention(DecodeAttention mode);
+// Whether a decoding step's attention takes attend_decode below where it applies (bfloat16 heads
+// of 128 with 1, 2, 4 or 8 query heads per KV head: about twice ATen's speed at the benchmark's
+// spans, 3.1-3.3 TB/s on an H200), ATen's batched products elsewhere: kernels.decode_attention
+// (default on; off: ATen's products always, for comparison).
+bool decode_attention_enabled();
+void set_decode_attention(bool on);
 // Whether a decoding step's attention with g query heads per KV head of size hd in `dtype`
-// takes attend_decode: the mode, the kernels compiled in and switched on, the shape supported.
+// takes attend_decode: decode kernels and decode attention on, the shape supported.
 bool decode_attention_uses_kernel(torch::ScalarType dtype, int64_t g, int64_t hd);
 
 // One decoding step's fused q/k/v product qkv [B, (nh + 2 nkv) * hd] (heads: nh queries, nkv
@@ -53,33 +50,27 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up);
 // One decoding step's attention: queries q [B, nkv * g, hd] (the g query heads of each KV head
 // adjacent) over the first `span` slots of k_cache, v_cache [rows >= B, nkv, max_len, hd], with
 // the additive mask bias [B * nkv, g, span] (the model's dtype, or float32; any strides over its
-// first two dimensions, unit stride over slots). Float32 inside,
-// [B, nkv * g, hd] out in q's dtype. Needs g <= 8 and hd <= 256. Two forms: in registers (a
-// half-warp per slot, no shared memory) for bfloat16 heads of 128 with g of 1, 2, 4 or 8 and
-// 16-byte aligned rows; staged through shared memory in chunks for everything else.
-bool attend_decode_supports(int64_t g, int64_t hd);
-// Whether (dtype, g, hd) takes the register form.
-bool attend_decode_in_registers(torch::ScalarType dtype, int64_t g, int64_t hd);
-// For benchmarks: max_splits sets the blocks that share one row and KV head's span (flash
-// decoding; 0: chosen for the GPU), chunk_bytes > 0 the shared-memory form with that many bytes
-// of keys per chunk (0: the register form where it applies, else 8 KB chunks);
-// blocks_per_sm non-null launches nothing and reports how many blocks one SM holds at once.
-// last_slot (optional, one int64 on the device, read when the kernel runs): the slots after it
-// are masked for every row (a decoding step's slots not yet written), and are not read. A CUDA
-// graph captured for a span then reads only what each step has.
+// first two dimensions, unit stride over slots). Float32 inside, [B, nkv * g, hd] out in q's
+// dtype. In registers (a half-warp per slot, no shared memory), for bfloat16 heads of 128 with
+// g of 1, 2, 4 or 8 (attend_decode_supports) and 16-byte aligned tensors.
+bool attend_decode_supports(torch::ScalarType dtype, int64_t g, int64_t hd);
+// max_splits, for benchmarks and tests: the blocks that share one row and KV head's span (flash
+// decoding; 0: chosen for the GPU). last_slot (optional, one int64 on the device, read when the
+// kernel runs): the slots after it are masked for every row (a decoding step's slots not yet
+// written), and are not read. A CUDA graph captured for a span then reads only what each step has.
 torch::Tensor attend_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                             const torch::Tensor& bias, int64_t span, double scale, int max_splits = 0,
-                            int chunk_bytes = 0, int* blocks_per_sm = nullptr,
                             const torch::Tensor& last_slot = torch::Tensor());
 
-// qkv_to_cache then attend_decode in one kernel, where the attention takes its register form
-// (attend_decode_in_registers: bfloat16 heads of 128, g of 1, 2, 4 or 8): qkv, cos, sin_signed
+// qkv_to_cache then attend_decode in one kernel (attend_decode_qkv_supports, the shapes
+// attend_decode_supports: bfloat16 heads of 128, g of 1, 2, 4 or 8): qkv, cos, sin_signed
 // (defined: queries and keys rotate) and slot as qkv_to_cache takes them, the caches, bias and
 // span as attend_decode does, the step's slot also its last_slot. Each block rotates its own
 // queries, and the block whose split holds the slot first writes the step's key and value into
 // the cache: the same bits as the two calls (out [B, nh, hd], and the caches), one launch fewer
-// a layer. max_splits as attend_decode's. Used by a Llama decoding step unless
-// QUARTET_DECODE_FUSED_QKV=0 is set (or set_decode_qkv_fused(false)).
+// a layer. max_splits as attend_decode's. Used by a Llama decoding step where the attention
+// takes attend_decode, unless the deck sets kernels.decode_fused_qkv = false (or
+// set_decode_qkv_fused(false)).
 bool decode_qkv_fused_enabled();
 void set_decode_qkv_fused(bool on);
 bool attend_decode_qkv_supports(torch::ScalarType dtype, int64_t g, int64_t hd);

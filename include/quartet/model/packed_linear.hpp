@@ -18,8 +18,8 @@ namespace quartet {
 // (packed_linear is the differentiable way).
 torch::Tensor adjacent_rows(std::initializer_list<torch::Tensor> parts);
 
-// Whether the models multiply this way where they can (on unless QUARTET_PACKED_PRODUCTS=0,
-// or set_packed_products(false)): a switch for benchmarks.
+// Whether the models multiply this way where they can (on unless the deck sets
+// kernels.packed_products = false, or set_packed_products(false)): a switch for benchmarks.
 bool packed_products_enabled();
 void set_packed_products(bool on);
 

@@ -6,13 +6,13 @@
 // product and the sum as those operations do, so results are the same bits both ways
 // (tests/unit/test_rotary_kernel.cpp).
 //
-// Built when CMake finds a CUDA compiler; used unless QUARTET_ROTARY_KERNEL=0 is set (or
+// Built when CMake finds a CUDA compiler; used unless the deck sets kernels.rotary = false (or
 // set_rotary_kernel(false)).
 #include <torch/types.h>
 
 namespace quartet {
 
-bool rotary_kernel_enabled();  // compiled in and not switched off
+bool rotary_kernel_enabled();  // kernels.rotary in force (core/kernel_switch.hpp)
 void set_rotary_kernel(bool on);
 
 // x [B, H, T, D] (any strides) and cos, sin [B or 1, 1, T, D] with equal strides, all float32 or

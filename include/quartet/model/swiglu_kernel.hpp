@@ -8,13 +8,13 @@
 // last bit of the dtype where the compilers fuse the same multiply-adds, within one unit of it
 // otherwise (tests/unit/test_swiglu_kernel.cpp counts both).
 //
-// Built when CMake finds a CUDA compiler; used unless QUARTET_SWIGLU_KERNEL=0 is set (or
+// Built when CMake finds a CUDA compiler; used unless the deck sets kernels.swiglu = false (or
 // set_swiglu_kernel(false)).
 #include <torch/types.h>
 
 namespace quartet {
 
-bool swiglu_kernel_enabled();  // compiled in and not switched off
+bool swiglu_kernel_enabled();  // kernels.swiglu in force (core/kernel_switch.hpp)
 void set_swiglu_kernel(bool on);
 
 // gate and up: the same shape, contiguous, float32 or bfloat16, on one CUDA device.

@@ -94,7 +94,7 @@ torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch,
 // of one length), around when every row is padding, real tokens, padding (left-padded prompts),
 // else anywhere (a hole between real tokens). Attention then runs without a mask
 // (PaddingLayout, model/transformer.hpp). One read-back when the mask is on a device.
-// QUARTET_ATTENTION_MASK=always makes it anywhere for every batch.
+// kernels.unmasked_attention = false (the deck) makes it anywhere for every batch.
 PaddingLayout padding_layout(const RolloutBatch& batch);
 
 // Rows `index` (int64, any device) of every tensor of the batch.

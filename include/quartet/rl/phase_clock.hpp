@@ -7,6 +7,7 @@
 #include <array>
 #include <string>
 
+#include "quartet/core/config.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/rl/iteration.hpp"
 
@@ -14,8 +15,8 @@ namespace quartet {
 
 class PhaseClock {
  public:
-  // profile_iteration: 1-based, 0 = none.
-  PhaseClock(torch::Device device, int rank, int profile_iteration, std::string profile_dir);
+  // profile: the deck's [profile] (which iteration, 1-based, 0 = none; host activity or not).
+  PhaseClock(torch::Device device, int rank, const ProfileConfig& profile, std::string profile_dir);
 
   // Zeroes the phase times and the device's peak, starts the first phase; profiles this
   // iteration when it is the one.

@@ -10,7 +10,7 @@
 // two differ by rounding only (tests/unit/test_adamw_kernel.cpp checks by how much).
 //
 // Built when CMake finds a CUDA compiler; ShardedAdamW and ShardedModel use them for device-resident
-// state unless QUARTET_ADAMW_KERNEL=0 is set (or set_adamw_kernel(false)).
+// state unless the deck sets kernels.adamw = false (or set_adamw_kernel(false)).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 
 namespace quartet {
 
-bool adamw_kernel_enabled();  // compiled in and not switched off
+bool adamw_kernel_enabled();  // kernels.adamw in force (core/kernel_switch.hpp)
 void set_adamw_kernel(bool on);
 
 struct AdamWStep {
