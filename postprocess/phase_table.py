@@ -12,7 +12,7 @@ scaling efficiency against the run with the fewest GPUs: t_base * gpus_base / (t
 --skip N leaves out the first N iterations (default 1: the warm-up, with its graph captures and
 first allocations) when a run has more than N. --gpus gives each run's GPU count in order (a
 disjoint run has more ranks than GPUs); without it a run counts one GPU per rank. --markdown
-prints a Markdown table (for bench/RESULTS.md) instead of aligned columns.
+prints a Markdown table (for bench/README.md) instead of aligned columns.
 """
 
 import argparse

@@ -217,7 +217,7 @@ torch::Tensor AttentionImpl::attend_cached(const torch::Tensor& q, int64_t B, co
   // Batched matmuls: scores = bias + scale q k^T in one baddbmm (the step's additive mask),
   // softmax in float32, then probabilities times values. Measured against the fused SDPA
   // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
-  // step for the 886M benchmark model (bench/RESULTS.md).
+  // step for the 886M benchmark model (docs/tried-and-rejected.md).
   const int64_t g = nh / nkv, S = s.span;
   const auto keys_t = keys.reshape({B * nkv, S, hd}).transpose(1, 2);
   torch::Tensor probs;

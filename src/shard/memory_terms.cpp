@@ -171,7 +171,7 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   if (m.section->checkpointing) {
     // The head's logits are gone before the first block is recomputed: the peak is the larger
     // of the two moments, on top of the block inputs kept for the recomputation (measured on
-    // an H200: bench/RESULTS.md). The logits term carries the head's moment; activations
+    // an H200: docs/memory-plan.md). The logits term carries the head's moment; activations
     // carry what the recompute adds beyond it.
     acts = L * tokens * h * b + std::max(0.0, per_block + bias + workspace - logits);
   } else {

@@ -122,7 +122,7 @@ struct RolloutConfig {          // [rollout]
   // The actor's old log-probs continue from generation's KV cache (the prompt is not run a
   // second time; rl/experience.hpp score_logprobs_on_cache) instead of a full forward pass.
   // Faster; the log-probs then differ from the full pass's by rounding, and share the
-  // sampler's rounding on the prompt (README: "Old log-probs on generation's cache").
+  // sampler's rounding on the prompt (docs/training.md: "Old log-probs on generation's cache").
   bool reuse_prompt_cache = false;
 };
 

@@ -6,7 +6,7 @@
 //
 // ATen's _fused_adamw_ followed by the master -> model copy moves 34 bytes a parameter in two
 // passes, and its multi-tensor launches (320 blocks each) reach about 3 TB/s on an H200; this
-// moves 30 in one (bench/RESULTS.md). The arithmetic is _fused_adamw_'s, in float32, so the
+// moves 30 in one (docs/kernels.md). The arithmetic is _fused_adamw_'s, in float32, so the
 // two differ by rounding only (tests/unit/test_adamw_kernel.cpp checks by how much).
 //
 // Built when CMake finds a CUDA compiler; ShardedAdamW and ShardedModel use them for device-resident
@@ -68,7 +68,7 @@ void land_gradient(const torch::Tensor& dst, const torch::Tensor& src, bool add)
 // per 96 tensors and one more. Each block sums 16,384 elements' squares in float32, the blocks'
 // sums are added in float64 in a fixed order: the same bits every run. ATen's _foreach_norm
 // (per-tensor norms, then their squares summed) launches once per few dozen tensors and reads
-// at well under the bandwidth (bench/RESULTS.md, ninth round).
+// at well under the bandwidth (docs/kernels.md).
 torch::Tensor grad_sq_norm_many(const std::vector<torch::Tensor>& grads, const torch::Device& device);
 
 }  // namespace quartet

@@ -3,7 +3,7 @@
 // graph, replayed for the later ones: what PyTorch's make_graphed_callables and
 // Megatron's --enable-cuda-graph do, here for the whole pass. At 8 x 256 tokens an 886M Llama
 // block's backward is about 35 kernels of 10-60 us, which the autograd engine issues barely
-// faster than the device runs them (bench/RESULTS.md, sixth round); a replay issues the pass
+// faster than the device runs them (docs/sharding.md); a replay issues the pass
 // at once.
 //
 // A replay repeats what capture recorded: the same shapes, the same addresses. So the phase's
