@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     else if (k == "--dtype") dtype = v == "fp32" ? torch::kFloat : torch::kBFloat16;
     else { printf0("unknown option %s\n", k.c_str()); return 2; }
   }
-  auto device = select_device("auto", world.local_rank());
+  auto device = select_device(DeviceKind::automatic, world.local_rank());
   std::vector<int> ranks(static_cast<size_t>(world.size()));
   for (int r = 0; r < world.size(); ++r) ranks[static_cast<size_t>(r)] = r;
   auto coll = device.is_cuda() ? make_nccl_collectives("world", ranks, world.comm(), nullptr)

@@ -16,8 +16,10 @@ S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L
 NEW=$PWD OLD=/tmp/quartet-ab-old
-rm -rf "$OLD" && mkdir -p "$OLD"
-if [ -n "${OLD_TAR:-}" ]; then
+# REUSE_OLD=1 keeps an older tree built by an earlier call on the same (warm) machine.
+if [ -n "${REUSE_OLD:-}" ] && [ -x "$OLD/build-gpu/quartet" ]; then
+  echo "reusing the older tree in $OLD"
+elif rm -rf "$OLD" && mkdir -p "$OLD" && [ -n "${OLD_TAR:-}" ]; then
   tar xf "$OLD_TAR" -C "$OLD" && cp -r .gpu "$OLD/"
 else
   PATCH=$(cd "$(dirname "$PATCH")" && pwd)/$(basename "$PATCH")

@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    auto device = select_device("auto", world.local_rank());
+    auto device = select_device(DeviceKind::automatic, world.local_rank());
     std::vector<int> all;
     for (int r = 0; r < world.size(); ++r) all.push_back(r);
     auto make = [&](const std::string& name, std::vector<int> ranks, MPI_Comm comm) {

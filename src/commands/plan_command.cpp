@@ -37,7 +37,7 @@ int disjoint_ranks(const PlacementConfig& pl) {
 // colocated deck spans. make_placement then refuses what train would refuse on that many.
 int ranks_needed(const Config& config) {
   const PlacementConfig& pl = config.placement;
-  const bool colocated = pl.mode == "colocated";
+  const bool colocated = pl.mode == PlacementMode::colocated;
   const int world = colocated ? std::max({pl.actor, pl.critic, pl.reference, pl.reward}) : disjoint_ranks(pl);
   if (colocated && world < 1)
     config.deck.fail("placement.mode", "is colocated and no role gives a rank count: every role spans "
@@ -63,7 +63,7 @@ int plan_to(const CommandLine& cl, std::ostream& out, std::ostream& err) {
   }
   int world = ranks;
   if (world == 0) {
-    if (config.placement.mode == "colocated")
+    if (config.placement.mode == PlacementMode::colocated)
       throw UsageError("the deck's placement is colocated: every role spans every rank, so the "
                        "plan needs the job's size: pass --ranks N");
     world = disjoint_ranks(config.placement);

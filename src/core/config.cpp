@@ -21,6 +21,15 @@ constexpr Named<Algorithm> kAlgorithms[] = {
     {"ppo", Algorithm::ppo}, {"grpo", Algorithm::grpo}, {"rloo", Algorithm::rloo}, {"reinforce++", Algorithm::reinforce_pp}};
 constexpr Named<KlEstimator> kKlEstimators[] = {{"k1", KlEstimator::k1}, {"k2", KlEstimator::k2}, {"k3", KlEstimator::k3}};
 constexpr Named<KlControl> kKlControllers[] = {{"fixed", KlControl::fixed}, {"adaptive", KlControl::adaptive}};
+constexpr Named<PlacementMode> kPlacementModes[] = {{"disjoint", PlacementMode::disjoint},
+                                                    {"colocated", PlacementMode::colocated}};
+constexpr Named<Parking> kParkings[] = {{"auto", Parking::automatic}, {"always", Parking::always}, {"never", Parking::never}};
+constexpr Named<Backend> kBackends[] = {{"auto", Backend::automatic}, {"nccl", Backend::nccl}, {"mpi", Backend::mpi}};
+constexpr Named<DeviceKind> kDevices[] = {{"auto", DeviceKind::automatic}, {"cuda", DeviceKind::cuda}, {"cpu", DeviceKind::cpu}};
+constexpr Named<ReducePrecision> kReducePrecisions[] = {{"float32", ReducePrecision::float32}, {"model", ReducePrecision::model}};
+constexpr Named<LrSchedule> kSchedules[] = {
+    {"constant", LrSchedule::constant}, {"linear", LrSchedule::linear}, {"cosine", LrSchedule::cosine}};
+constexpr Named<OnDamaged> kOnDamaged[] = {{"refuse", OnDamaged::refuse}, {"start_over", OnDamaged::start_over}};
 
 template <class E, size_t N>
 std::string choices(const Named<E> (&table)[N]) {
@@ -44,46 +53,53 @@ const char* name_in(E value, const Named<E> (&table)[N]) {
   return "?";
 }
 
-}  // namespace
-
-const char* name_of(Algorithm value) { return name_in(value, kAlgorithms); }
-const char* name_of(KlEstimator value) { return name_in(value, kKlEstimators); }
-const char* name_of(KlControl value) { return name_in(value, kKlControllers); }
-
-const po::options_description& deck_schema() {
-  static const po::options_description schema = [] {
-    RunConfig run;
-    PlacementConfig pl;
-    DistConfig dist;
-    RolloutConfig ro;
-    po::options_description d("Deck keys (section.key, default)");
-    d.add_options()
+// [run]: the run's name, output, seed, length and time budget.
+void add_run_keys(po::options_description& d) {
+  RunConfig run;
+  d.add_options()
       ("run.name", po::value<std::string>()->default_value(run.name), "run name, for logs and the run file")
       ("run.out", po::value<std::string>()->default_value(run.out), "output directory (run.h5, checkpoints/)")
       ("run.seed", po::value<std::uint64_t>()->default_value(run.seed), "base random seed")
       ("run.iterations", po::value<int>()->default_value(run.iterations), "iterations of the main loop (count, >= 1)")
-      ("run.time_limit", po::value<std::string>()->default_value("0"), "wall-clock budget: checkpoint and exit 75 (resubmit) before it runs out; seconds or e.g. 90m, 23h30m (0 = none)")
+      ("run.time_limit", po::value<std::string>()->default_value("0"), "wall-clock budget: checkpoint and exit 75 (resubmit) before it runs out; seconds or e.g. 90m, 23h30m (0 = none)");
+}
+// [checkpoint]: when to write, what to keep, where to resume from.
+void add_checkpoint_keys(po::options_description& d) {
+  d.add_options()
       ("checkpoint.every", po::value<int>()->default_value(0), "write a checkpoint every N iterations (0 = only at the end and when stopped by a signal or the time limit)")
       ("checkpoint.keep", po::value<int>()->default_value(2), "complete checkpoints kept: the newest N (>= 1)")
       ("checkpoint.keep_every", po::value<int>()->default_value(0), "also keep every checkpoint whose iteration is a multiple of N (0 = none)")
       ("checkpoint.at_end", po::value<bool>()->default_value(true), "write a checkpoint after the last iteration")
       ("checkpoint.resume", po::value<std::string>()->default_value("auto"), "auto (continue from the newest complete checkpoint in run.out, if any) | never | a step_<N> directory")
-      ("checkpoint.on_damaged", po::value<std::string>()->default_value("refuse"), "resume = auto, and run.out holds checkpoints but none is intact: refuse (exit 2, naming each and its fault; nothing is touched) | start_over (move them to checkpoints.damaged-<time>/, run.h5 aside, start at iteration 0)")
-      ("placement.mode", po::value<std::string>()->default_value(pl.mode), "disjoint (one role per rank) | colocated (every role on every rank)")
+      ("checkpoint.on_damaged", po::value<std::string>()->default_value(name_of(OnDamaged::refuse)), "resume = auto, and run.out holds checkpoints but none is intact: refuse (exit 2, naming each and its fault; nothing is touched) | start_over (move them to checkpoints.damaged-<time>/, run.h5 aside, start at iteration 0)");
+}
+// [placement]: which ranks hold which model.
+void add_placement_keys(po::options_description& d) {
+  PlacementConfig pl;
+  d.add_options()
+      ("placement.mode", po::value<std::string>()->default_value(name_of(pl.mode)), "disjoint (one role per rank) | colocated (every role on every rank)")
       ("placement.actor", po::value<int>()->default_value(-1), "ranks for the actor (policy); >= 1")
       ("placement.critic", po::value<int>()->default_value(-1), "ranks for the critic (value model); 0 = no critic")
       ("placement.reference", po::value<int>()->default_value(-1), "ranks for the frozen reference policy; 0 = none")
       ("placement.reward", po::value<int>()->default_value(-1), "ranks for the reward model; 0 = none (rule reward)")
-      ("placement.park", po::value<std::string>()->default_value(pl.park), "colocated: move idle models' parameter and gradient shards to host memory: auto (only when the plan needs it) | always | never")
-      ("dist.backend", po::value<std::string>()->default_value(dist.backend), "collectives inside a group: auto (nccl on GPUs, else mpi) | nccl | mpi")
-      ("dist.device", po::value<std::string>()->default_value(dist.device), "auto (a GPU when there is one) | cuda | cpu")
+      ("placement.park", po::value<std::string>()->default_value(name_of(pl.park)), "colocated: move idle models' parameter and gradient shards to host memory: auto (only when the plan needs it) | always | never");
+}
+// [dist]: devices, collectives, the watchdog.
+void add_dist_keys(po::options_description& d) {
+  DistConfig dist;
+  d.add_options()
+      ("dist.backend", po::value<std::string>()->default_value(name_of(dist.backend)), "collectives inside a group: auto (nccl on GPUs, else mpi) | nccl | mpi")
+      ("dist.device", po::value<std::string>()->default_value(name_of(dist.device)), "auto (a GPU when there is one) | cuda | cpu")
       ("dist.watchdog_timeout", po::value<double>()->default_value(dist.watchdog_timeout), "seconds a collective or exchange may stall before the job is aborted (> 0)")
       ("dist.device_memory", po::value<std::string>()->default_value("auto"), "memory of one device for the plan: auto (ask the device) or bytes, e.g. 80GiB");
-    ModelSectionConfig m;
-    for (const char* role : {"actor", "critic", "reference", "reward"}) {
-      std::string sec = std::string("model.") + role;
-      auto key = [&](const char* k) { return sec + "." + k; };
-      d.add_options()
+}
+// [model.actor], [model.critic], [model.reference], [model.reward]: the same keys for each role.
+void add_model_keys(po::options_description& d) {
+  ModelSectionConfig m;
+  for (const char* role : {"actor", "critic", "reference", "reward"}) {
+    std::string sec = std::string("model.") + role;
+    auto key = [&](const char* k) { return sec + "." + k; };
+    d.add_options()
         (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
         (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add)")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
@@ -100,21 +116,27 @@ const po::options_description& deck_schema() {
         (key("offload_params").c_str(), po::value<bool>()->default_value(m.offload_params), "parameter shards in pinned host memory")
         (key("lr").c_str(), po::value<double>()->default_value(m.lr), "AdamW learning rate (> 0)")
         (key("weight_decay").c_str(), po::value<double>()->default_value(m.weight_decay), "AdamW decoupled weight decay (>= 0; biases and norms excluded)");
-    }
-    TrainConfig tr;
-    d.add_options()
+  }
+}
+// [train]: micro-batches, the optimizer, the learning-rate schedule.
+void add_train_keys(po::options_description& d) {
+  TrainConfig tr;
+  d.add_options()
       ("train.micro_batch", po::value<int>()->default_value(tr.micro_batch), "sequences per forward/backward pass and rank (count, >= 1)")
       ("train.max_grad_norm", po::value<double>()->default_value(tr.max_grad_norm), "clip the global gradient norm to this (0 = off)")
       ("train.adam_beta1", po::value<double>()->default_value(tr.adam_beta1), "AdamW beta1, in [0, 1)")
       ("train.adam_beta2", po::value<double>()->default_value(tr.adam_beta2), "AdamW beta2, in [0, 1)")
       ("train.adam_eps", po::value<double>()->default_value(tr.adam_eps), "AdamW epsilon (> 0)")
-      ("train.reduce_dtype", po::value<std::string>()->default_value(tr.reduce_dtype), "gradient reduce-scatter precision: float32 | model")
+      ("train.reduce_dtype", po::value<std::string>()->default_value(name_of(tr.reduce_dtype)), "gradient reduce-scatter precision: float32 | model")
       ("train.warmup", po::value<int>()->default_value(tr.warmup), "learning-rate warm-up in optimizer steps (>= 0)")
-      ("train.schedule", po::value<std::string>()->default_value(tr.schedule), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
+      ("train.schedule", po::value<std::string>()->default_value(name_of(tr.schedule)), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
       ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]")
       ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs its training micro-batches as replayed CUDA graphs; their memory stays reserved (the plan's \"train graph\")");
-    AlgorithmConfig al;
-    d.add_options()
+}
+// [algorithm]: the RL algorithm and its coefficients.
+void add_algorithm_keys(po::options_description& d) {
+  AlgorithmConfig al;
+  d.add_options()
       ("algorithm.name", po::value<std::string>()->default_value(name_of(al.algorithm)), choices(kAlgorithms).c_str())
       ("algorithm.kl_coef", po::value<double>()->default_value(al.kl_coef), "KL penalty coefficient (>= 0; initial value when adaptive)")
       ("algorithm.kl_estimator", po::value<std::string>()->default_value(name_of(al.kl_estimator)), choices(kKlEstimators).c_str())
@@ -132,10 +154,18 @@ const po::options_description& deck_schema() {
       ("algorithm.reward_clip", po::value<double>()->default_value(al.reward_clip), "clip scores to [-c, c] (0 = off)")
       ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
       ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
-      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)")
+      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
+}
+// [output]: what the log and the run file show.
+void add_output_keys(po::options_description& d) {
+  d.add_options()
       ("output.sample_every", po::value<int>()->default_value(0), "print one sampled prompt, completion and score every N iterations (0 = never)")
       ("output.rollouts_every", po::value<int>()->default_value(10), "store the rollouts in <run.out>/run.h5 every N iterations (0 = never)");
-    d.add_options()
+}
+// [rollout]: prompts and sampling.
+void add_rollout_keys(po::options_description& d) {
+  RolloutConfig ro;
+  d.add_options()
       ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
       ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
@@ -149,6 +179,27 @@ const po::options_description& deck_schema() {
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
       ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops")
       ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding, which in bf16 leans towards the sampler's: a KL of about 2e-4 a token where actor and reference are equal)");
+}
+
+}  // namespace
+
+const char* name_of(Algorithm value) { return name_in(value, kAlgorithms); }
+const char* name_of(KlEstimator value) { return name_in(value, kKlEstimators); }
+const char* name_of(KlControl value) { return name_in(value, kKlControllers); }
+const char* name_of(PlacementMode value) { return name_in(value, kPlacementModes); }
+const char* name_of(Parking value) { return name_in(value, kParkings); }
+const char* name_of(Backend value) { return name_in(value, kBackends); }
+const char* name_of(DeviceKind value) { return name_in(value, kDevices); }
+const char* name_of(ReducePrecision value) { return name_in(value, kReducePrecisions); }
+const char* name_of(LrSchedule value) { return name_in(value, kSchedules); }
+const char* name_of(OnDamaged value) { return name_in(value, kOnDamaged); }
+
+const po::options_description& deck_schema() {
+  static const po::options_description schema = [] {
+    po::options_description d("Deck keys (section.key, default)");
+    for (auto add : {add_run_keys, add_checkpoint_keys, add_placement_keys, add_dist_keys, add_model_keys, add_train_keys,
+                     add_algorithm_keys, add_output_keys, add_rollout_keys})
+      add(d);
     d.add(kernels_schema());
     return d;
   }();
@@ -223,165 +274,176 @@ double parse_duration(const std::string& text) {
 }
 
 namespace {
-void require_one_of(const Deck& deck, const std::string& key, const std::string& value,
-                    std::initializer_list<const char*> allowed) {
-  std::string list;
-  for (const char* a : allowed) {
-    if (value == a) return;
-    list += list.empty() ? a : std::string(" | ") + a;
-  }
-  deck.fail(key, "is '" + value + "'; expected one of: " + list);
-}
-}  // namespace
 
-Config load_config(const Deck& deck) {
-  Config c{deck, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  c.run.name = deck.get<std::string>("run.name");
-  c.run.out = deck.get<std::string>("run.out");
-  c.run.seed = deck.get<std::uint64_t>("run.seed");
-  c.run.iterations = deck.get<int>("run.iterations");
-  if (c.run.iterations < 1) deck.fail("run.iterations", "must be at least 1");
+// Each section's keys, typed and range-checked; a DeckError names the key and its line.
+
+RunConfig load_run(const Deck& deck) {
+  RunConfig r;
+  r.name = deck.get<std::string>("run.name");
+  r.out = deck.get<std::string>("run.out");
+  r.seed = deck.get<std::uint64_t>("run.seed");
+  r.iterations = deck.get<int>("run.iterations");
+  if (r.iterations < 1) deck.fail("run.iterations", "must be at least 1");
   try {
-    c.run.time_limit = parse_duration(deck.get<std::string>("run.time_limit"));
+    r.time_limit = parse_duration(deck.get<std::string>("run.time_limit"));
   } catch (const std::invalid_argument& e) {
     deck.fail("run.time_limit", e.what());
   }
-  c.checkpoint.every = deck.get<int>("checkpoint.every");
-  if (c.checkpoint.every < 0) deck.fail("checkpoint.every", "must be >= 0");
-  c.checkpoint.keep = deck.get<int>("checkpoint.keep");
-  if (c.checkpoint.keep < 1) deck.fail("checkpoint.keep", "must be at least 1 (the checkpoint to resume from)");
-  c.checkpoint.keep_every = deck.get<int>("checkpoint.keep_every");
-  if (c.checkpoint.keep_every < 0) deck.fail("checkpoint.keep_every", "must be >= 0");
-  c.checkpoint.at_end = deck.get<bool>("checkpoint.at_end");
-  c.checkpoint.resume = deck.get<std::string>("checkpoint.resume");
-  c.checkpoint.on_damaged = deck.get<std::string>("checkpoint.on_damaged");
-  require_one_of(deck, "checkpoint.on_damaged", c.checkpoint.on_damaged, {"refuse", "start_over"});
-  if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never" && !is_directory(c.checkpoint.resume))
-    deck.fail("checkpoint.resume", "is '" + c.checkpoint.resume + "': expected auto, never, or an existing step_<N> directory");
+  return r;
+}
 
-  c.placement.mode = deck.get<std::string>("placement.mode");
-  require_one_of(deck, "placement.mode", c.placement.mode, {"disjoint", "colocated"});
-  c.placement.park = deck.get<std::string>("placement.park");
-  require_one_of(deck, "placement.park", c.placement.park, {"auto", "always", "never"});
-  c.placement.actor = deck.get<int>("placement.actor");
-  c.placement.critic = deck.get<int>("placement.critic");
-  c.placement.reference = deck.get<int>("placement.reference");
-  c.placement.reward = deck.get<int>("placement.reward");
+CheckpointConfig load_checkpoint(const Deck& deck) {
+  CheckpointConfig c;
+  c.every = deck.get<int>("checkpoint.every");
+  if (c.every < 0) deck.fail("checkpoint.every", "must be >= 0");
+  c.keep = deck.get<int>("checkpoint.keep");
+  if (c.keep < 1) deck.fail("checkpoint.keep", "must be at least 1 (the checkpoint to resume from)");
+  c.keep_every = deck.get<int>("checkpoint.keep_every");
+  if (c.keep_every < 0) deck.fail("checkpoint.keep_every", "must be >= 0");
+  c.at_end = deck.get<bool>("checkpoint.at_end");
+  c.resume = deck.get<std::string>("checkpoint.resume");
+  c.on_damaged = choose(deck, "checkpoint.on_damaged", kOnDamaged);
+  if (c.resume != "auto" && c.resume != "never" && !is_directory(c.resume))
+    deck.fail("checkpoint.resume", "is '" + c.resume + "': expected auto, never, or an existing step_<N> directory");
+  return c;
+}
+
+PlacementConfig load_placement(const Deck& deck) {
+  PlacementConfig p;
+  p.mode = choose(deck, "placement.mode", kPlacementModes);
+  p.park = choose(deck, "placement.park", kParkings);
+  p.actor = deck.get<int>("placement.actor");
+  p.critic = deck.get<int>("placement.critic");
+  p.reference = deck.get<int>("placement.reference");
+  p.reward = deck.get<int>("placement.reward");
   for (const char* k : {"placement.actor", "placement.critic", "placement.reference", "placement.reward"})
     if (deck.given(k) && deck.get<int>(k) < 0) deck.fail(k, "must not be negative");
+  return p;
+}
 
-  c.dist.backend = deck.get<std::string>("dist.backend");
-  require_one_of(deck, "dist.backend", c.dist.backend, {"auto", "nccl", "mpi"});
-  c.dist.device = deck.get<std::string>("dist.device");
-  require_one_of(deck, "dist.device", c.dist.device, {"auto", "cuda", "cpu"});
-  c.dist.watchdog_timeout = deck.get<double>("dist.watchdog_timeout");
-  if (!(c.dist.watchdog_timeout > 0)) deck.fail("dist.watchdog_timeout", "must be > 0 seconds");
-  {
-    const std::string text = deck.get<std::string>("dist.device_memory");
-    try {
-      c.dist.device_memory = parse_bytes(text);
-    } catch (const std::invalid_argument& e) {
-      deck.fail("dist.device_memory", e.what());
-    }
+DistConfig load_dist(const Deck& deck) {
+  DistConfig d;
+  d.backend = choose(deck, "dist.backend", kBackends);
+  d.device = choose(deck, "dist.device", kDevices);
+  d.watchdog_timeout = deck.get<double>("dist.watchdog_timeout");
+  if (!(d.watchdog_timeout > 0)) deck.fail("dist.watchdog_timeout", "must be > 0 seconds");
+  try {
+    d.device_memory = parse_bytes(deck.get<std::string>("dist.device_memory"));
+  } catch (const std::invalid_argument& e) {
+    deck.fail("dist.device_memory", e.what());
   }
-  auto model = [&](const std::string& role, ModelSectionConfig& m) {
-    const std::string sec = "model." + role + ".";
-    m.path = deck.get<std::string>(sec + "path");
-    m.kind = deck.get<std::string>(sec + "kind");
-    if (m.kind != "model" && !(role == "reward" && m.kind.rfind("rule:", 0) == 0))
-      deck.fail(sec + "kind", "is '" + m.kind + "'; expected model" +
-                                  std::string(role == "reward" ? " or rule:<task> (rule:sort_digits, rule:add)" : ""));
-    m.dtype = deck.get<std::string>(sec + "dtype");
-    require_one_of(deck, sec + "dtype", m.dtype, {"float32", "bfloat16", "float16"});
-    const std::string random = "random:";
-    if (m.path.rfind(random, 0) == 0) {
-      const std::string what = m.path.substr(random.size());
-      const bool family = what == "llama" || what == "gpt2" || what == "gptj" || what == "gpt_neox";
-      if (!family && !is_regular_file(what))
-        deck.fail(sec + "path", "is '" + m.path + "': after random: comes a family (llama | gpt2 | "
-                                "gptj | gpt_neox) or a readable config.json, and '" + what + "' is neither");
-    } else if (!m.path.empty() && !is_directory(m.path)) {
-      deck.fail(sec + "path", "is '" + m.path + "', which is not a directory");
-    }
-    struct { const char* key; int* value; int min; } sizes[] = {
-        {"hidden", &m.hidden, 1}, {"layers", &m.layers, 1}, {"heads", &m.heads, 1},
-        {"kv_heads", &m.kv_heads, 0}, {"ffn", &m.ffn, 0}, {"vocab", &m.vocab, 0},
-        {"max_positions", &m.max_positions, 1}};
-    for (auto& s : sizes) {
-      *s.value = deck.get<int>(sec + s.key);
-      if (*s.value < s.min) deck.fail(sec + s.key, "must be at least " + std::to_string(s.min));
-    }
-    if (m.hidden % m.heads != 0) deck.fail(sec + "heads", "must divide " + sec + "hidden");
-    if (m.kv_heads && m.heads % m.kv_heads != 0) deck.fail(sec + "kv_heads", "must divide " + sec + "heads");
-    m.checkpointing = deck.get<bool>(sec + "checkpointing");
-    m.reshard_after_forward = deck.get<bool>(sec + "reshard_after_forward");
-    m.offload_optimizer = deck.get<bool>(sec + "offload_optimizer");
-    m.offload_params = deck.get<bool>(sec + "offload_params");
-    m.lr = deck.get<double>(sec + "lr");
-    if (!(m.lr > 0)) deck.fail(sec + "lr", "must be > 0");
-    m.weight_decay = deck.get<double>(sec + "weight_decay");
-    if (!(m.weight_decay >= 0)) deck.fail(sec + "weight_decay", "must be >= 0");
-  };
-  model("actor", c.actor);
-  model("critic", c.critic);
-  model("reference", c.reference);
-  model("reward", c.reward);
+  if (d.backend == Backend::nccl && d.device == DeviceKind::cpu)
+    deck.fail("dist.backend", "is nccl, which needs GPUs, but dist.device is cpu");
+  return d;
+}
 
-  c.rollout.prompts = deck.get<std::string>("rollout.prompts");
-  if (!c.rollout.prompts.empty() && !is_regular_file(c.rollout.prompts))
-    deck.fail("rollout.prompts", "is '" + c.rollout.prompts + "', which is not a readable file");
-  c.rollout.batch = deck.get<int>("rollout.batch");
-  if (c.rollout.batch < 1) deck.fail("rollout.batch", "must be at least 1");
-  c.rollout.micro_batch = deck.get<int>("rollout.micro_batch");
-  if (c.rollout.micro_batch < 0) deck.fail("rollout.micro_batch", "must be >= 0");
-  c.rollout.score_micro_batch = deck.get<int>("rollout.score_micro_batch");
-  if (c.rollout.score_micro_batch < 0) deck.fail("rollout.score_micro_batch", "must be >= 0");
-  c.rollout.max_prompt_tokens = deck.get<int>("rollout.max_prompt_tokens");
-  if (c.rollout.max_prompt_tokens < 1) deck.fail("rollout.max_prompt_tokens", "must be at least 1");
-  c.rollout.max_new_tokens = deck.get<int>("rollout.max_new_tokens");
-  if (c.rollout.max_new_tokens < 1) deck.fail("rollout.max_new_tokens", "must be at least 1");
-  c.rollout.reuse_prompt_cache = deck.get<bool>("rollout.reuse_prompt_cache");
-  c.rollout.min_new_tokens = deck.get<int>("rollout.min_new_tokens");
-  if (c.rollout.min_new_tokens < 0 || c.rollout.min_new_tokens > c.rollout.max_new_tokens)
-    deck.fail("rollout.min_new_tokens", "must be in 0 .. rollout.max_new_tokens (" +
-                                            std::to_string(c.rollout.max_new_tokens) + ")");
-  c.rollout.temperature = deck.get<double>("rollout.temperature");
-  if (!(c.rollout.temperature >= 0)) deck.fail("rollout.temperature", "must be >= 0");
-  c.rollout.top_k = deck.get<int>("rollout.top_k");
-  if (c.rollout.top_k < 0) deck.fail("rollout.top_k", "must be >= 0");
-  c.rollout.top_p = deck.get<double>("rollout.top_p");
-  if (!(c.rollout.top_p > 0 && c.rollout.top_p <= 1)) deck.fail("rollout.top_p", "must be in (0, 1]");
-  c.rollout.stop = split_list(deck.get<std::string>("rollout.stop"));
+// [model.<role>]: where the model comes from, its dtype, its random sizes, its sharding and
+// optimizer settings.
+ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
+  ModelSectionConfig m;
+  const std::string sec = "model." + role + ".";
+  m.path = deck.get<std::string>(sec + "path");
+  m.kind = deck.get<std::string>(sec + "kind");
+  if (m.kind != "model" && !(role == "reward" && m.kind.rfind("rule:", 0) == 0))
+    deck.fail(sec + "kind", "is '" + m.kind + "'; expected model" +
+                                std::string(role == "reward" ? " or rule:<task> (rule:sort_digits, rule:add)" : ""));
+  m.dtype = deck.get<std::string>(sec + "dtype");
+  if (m.dtype != "float32" && m.dtype != "bfloat16" && m.dtype != "float16")
+    deck.fail(sec + "dtype", "is '" + m.dtype + "'; expected one of: float32 | bfloat16 | float16");
+  const std::string random = "random:";
+  if (m.path.rfind(random, 0) == 0) {
+    const std::string what = m.path.substr(random.size());
+    const bool family = what == "llama" || what == "gpt2" || what == "gptj" || what == "gpt_neox";
+    if (!family && !is_regular_file(what))
+      deck.fail(sec + "path", "is '" + m.path + "': after random: comes a family (llama | gpt2 | "
+                              "gptj | gpt_neox) or a readable config.json, and '" + what + "' is neither");
+  } else if (!m.path.empty() && !is_directory(m.path)) {
+    deck.fail(sec + "path", "is '" + m.path + "', which is not a directory");
+  }
+  struct { const char* key; int* value; int min; } sizes[] = {
+      {"hidden", &m.hidden, 1}, {"layers", &m.layers, 1}, {"heads", &m.heads, 1},
+      {"kv_heads", &m.kv_heads, 0}, {"ffn", &m.ffn, 0}, {"vocab", &m.vocab, 0},
+      {"max_positions", &m.max_positions, 1}};
+  for (auto& s : sizes) {
+    *s.value = deck.get<int>(sec + s.key);
+    if (*s.value < s.min) deck.fail(sec + s.key, "must be at least " + std::to_string(s.min));
+  }
+  if (m.hidden % m.heads != 0) deck.fail(sec + "heads", "must divide " + sec + "hidden");
+  if (m.kv_heads && m.heads % m.kv_heads != 0) deck.fail(sec + "kv_heads", "must divide " + sec + "heads");
+  m.checkpointing = deck.get<bool>(sec + "checkpointing");
+  m.reshard_after_forward = deck.get<bool>(sec + "reshard_after_forward");
+  m.offload_optimizer = deck.get<bool>(sec + "offload_optimizer");
+  m.offload_params = deck.get<bool>(sec + "offload_params");
+  m.lr = deck.get<double>(sec + "lr");
+  if (!(m.lr > 0)) deck.fail(sec + "lr", "must be > 0");
+  m.weight_decay = deck.get<double>(sec + "weight_decay");
+  if (!(m.weight_decay >= 0)) deck.fail(sec + "weight_decay", "must be >= 0");
+  return m;
+}
 
-  c.train.micro_batch = deck.get<int>("train.micro_batch");
-  if (c.train.micro_batch < 1) deck.fail("train.micro_batch", "must be at least 1");
-  c.train.max_grad_norm = deck.get<double>("train.max_grad_norm");
-  if (!(c.train.max_grad_norm >= 0)) deck.fail("train.max_grad_norm", "must be >= 0");
-  c.train.adam_beta1 = deck.get<double>("train.adam_beta1");
-  c.train.adam_beta2 = deck.get<double>("train.adam_beta2");
+RolloutConfig load_rollout(const Deck& deck) {
+  RolloutConfig r;
+  r.prompts = deck.get<std::string>("rollout.prompts");
+  if (!r.prompts.empty() && !is_regular_file(r.prompts))
+    deck.fail("rollout.prompts", "is '" + r.prompts + "', which is not a readable file");
+  r.prompt_field = deck.get<std::string>("rollout.prompt_field");
+  const std::pair<const char*, int*> counts[] = {{"batch", &r.batch}, {"max_prompt_tokens", &r.max_prompt_tokens},
+                                                 {"max_new_tokens", &r.max_new_tokens}};
+  for (const auto& [key, value] : counts) {
+    *value = deck.get<int>(std::string("rollout.") + key);
+    if (*value < 1) deck.fail(std::string("rollout.") + key, "must be at least 1");
+  }
+  const std::pair<const char*, int*> optional_counts[] = {
+      {"micro_batch", &r.micro_batch}, {"score_micro_batch", &r.score_micro_batch}, {"top_k", &r.top_k}};
+  for (const auto& [key, value] : optional_counts) {
+    *value = deck.get<int>(std::string("rollout.") + key);
+    if (*value < 0) deck.fail(std::string("rollout.") + key, "must be >= 0");
+  }
+  r.reuse_prompt_cache = deck.get<bool>("rollout.reuse_prompt_cache");
+  r.min_new_tokens = deck.get<int>("rollout.min_new_tokens");
+  if (r.min_new_tokens < 0 || r.min_new_tokens > r.max_new_tokens)
+    deck.fail("rollout.min_new_tokens", "must be in 0 .. rollout.max_new_tokens (" + std::to_string(r.max_new_tokens) + ")");
+  r.temperature = deck.get<double>("rollout.temperature");
+  if (!(r.temperature >= 0)) deck.fail("rollout.temperature", "must be >= 0");
+  r.top_p = deck.get<double>("rollout.top_p");
+  if (!(r.top_p > 0 && r.top_p <= 1)) deck.fail("rollout.top_p", "must be in (0, 1]");
+  r.stop = split_list(deck.get<std::string>("rollout.stop"));
+  return r;
+}
+
+TrainConfig load_train(const Deck& deck) {
+  TrainConfig t;
+  t.micro_batch = deck.get<int>("train.micro_batch");
+  if (t.micro_batch < 1) deck.fail("train.micro_batch", "must be at least 1");
+  t.max_grad_norm = deck.get<double>("train.max_grad_norm");
+  if (!(t.max_grad_norm >= 0)) deck.fail("train.max_grad_norm", "must be >= 0");
+  t.adam_beta1 = deck.get<double>("train.adam_beta1");
+  t.adam_beta2 = deck.get<double>("train.adam_beta2");
   for (const char* k : {"train.adam_beta1", "train.adam_beta2"})
     if (!(deck.get<double>(k) >= 0 && deck.get<double>(k) < 1)) deck.fail(k, "must be in [0, 1)");
-  c.train.adam_eps = deck.get<double>("train.adam_eps");
-  if (!(c.train.adam_eps > 0)) deck.fail("train.adam_eps", "must be > 0");
-  c.train.reduce_dtype = deck.get<std::string>("train.reduce_dtype");
-  require_one_of(deck, "train.reduce_dtype", c.train.reduce_dtype, {"float32", "model"});
+  t.adam_eps = deck.get<double>("train.adam_eps");
+  if (!(t.adam_eps > 0)) deck.fail("train.adam_eps", "must be > 0");
+  t.reduce_dtype = choose(deck, "train.reduce_dtype", kReducePrecisions);
+  t.warmup = deck.get<int>("train.warmup");
+  if (t.warmup < 0) deck.fail("train.warmup", "must be >= 0");
+  t.schedule = choose(deck, "train.schedule", kSchedules);
+  t.min_lr_ratio = deck.get<double>("train.min_lr_ratio");
+  if (!(t.min_lr_ratio >= 0 && t.min_lr_ratio <= 1)) deck.fail("train.min_lr_ratio", "must be in [0, 1]");
+  t.cuda_graphs = deck.get<bool>("train.cuda_graphs");
+  return t;
+}
 
-  c.rollout.prompt_field = deck.get<std::string>("rollout.prompt_field");
-  c.train.warmup = deck.get<int>("train.warmup");
-  if (c.train.warmup < 0) deck.fail("train.warmup", "must be >= 0");
-  c.train.schedule = deck.get<std::string>("train.schedule");
-  require_one_of(deck, "train.schedule", c.train.schedule, {"constant", "linear", "cosine"});
-  c.train.min_lr_ratio = deck.get<double>("train.min_lr_ratio");
-  if (!(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1)) deck.fail("train.min_lr_ratio", "must be in [0, 1]");
-  c.train.cuda_graphs = deck.get<bool>("train.cuda_graphs");
+OutputConfig load_output(const Deck& deck) {
+  OutputConfig o;
+  o.sample_every = deck.get<int>("output.sample_every");
+  if (o.sample_every < 0) deck.fail("output.sample_every", "must be >= 0");
+  o.rollouts_every = deck.get<int>("output.rollouts_every");
+  if (o.rollouts_every < 0) deck.fail("output.rollouts_every", "must be >= 0");
+  return o;
+}
 
-  c.output.sample_every = deck.get<int>("output.sample_every");
-  if (c.output.sample_every < 0) deck.fail("output.sample_every", "must be >= 0");
-  c.output.rollouts_every = deck.get<int>("output.rollouts_every");
-  if (c.output.rollouts_every < 0) deck.fail("output.rollouts_every", "must be >= 0");
-
-  AlgorithmConfig& a = c.algorithm;
-  a.algorithm = choose(deck, "algorithm.name", kAlgorithms);
+// The KL penalty's settings.
+void load_kl(const Deck& deck, AlgorithmConfig& a) {
   a.kl_coef = deck.get<double>("algorithm.kl_coef");
   if (!(a.kl_coef >= 0)) deck.fail("algorithm.kl_coef", "must be >= 0");
   a.kl_estimator = choose(deck, "algorithm.kl_estimator", kKlEstimators);
@@ -390,24 +452,33 @@ Config load_config(const Deck& deck) {
   if (!(a.kl_target > 0)) deck.fail("algorithm.kl_target", "must be > 0");
   a.kl_horizon = deck.get<double>("algorithm.kl_horizon");
   if (!(a.kl_horizon > 0)) deck.fail("algorithm.kl_horizon", "must be > 0");
-  a.gamma = deck.get<double>("algorithm.gamma");
-  if (!(a.gamma >= 0 && a.gamma <= 1)) deck.fail("algorithm.gamma", "must be in [0, 1]");
-  a.lambda = deck.get<double>("algorithm.lambda");
-  if (!(a.lambda >= 0 && a.lambda <= 1)) deck.fail("algorithm.lambda", "must be in [0, 1]");
-  a.clip_eps = deck.get<double>("algorithm.clip_eps");
-  if (!(a.clip_eps > 0)) deck.fail("algorithm.clip_eps", "must be > 0");
-  a.value_clip = deck.get<double>("algorithm.value_clip");
-  if (!(a.value_clip >= 0)) deck.fail("algorithm.value_clip", "must be >= 0");
-  a.value_coef = deck.get<double>("algorithm.value_coef");
-  if (!(a.value_coef > 0)) deck.fail("algorithm.value_coef", "must be > 0");
-  a.entropy_coef = deck.get<double>("algorithm.entropy_coef");
-  if (!(a.entropy_coef >= 0)) deck.fail("algorithm.entropy_coef", "must be >= 0");
+}
+
+AlgorithmConfig load_algorithm(const Deck& deck) {
+  AlgorithmConfig a;
+  a.algorithm = choose(deck, "algorithm.name", kAlgorithms);
+  load_kl(deck, a);
+  // Coefficients that are fractions, or non-negative, or positive.
+  const std::pair<const char*, double*> unit[] = {{"gamma", &a.gamma}, {"lambda", &a.lambda}};
+  for (const auto& [key, value] : unit) {
+    *value = deck.get<double>(std::string("algorithm.") + key);
+    if (!(*value >= 0 && *value <= 1)) deck.fail(std::string("algorithm.") + key, "must be in [0, 1]");
+  }
+  const std::pair<const char*, double*> non_negative[] = {
+      {"value_clip", &a.value_clip}, {"entropy_coef", &a.entropy_coef}, {"reward_clip", &a.reward_clip}};
+  for (const auto& [key, value] : non_negative) {
+    *value = deck.get<double>(std::string("algorithm.") + key);
+    if (!(*value >= 0)) deck.fail(std::string("algorithm.") + key, "must be >= 0");
+  }
+  const std::pair<const char*, double*> positive[] = {{"clip_eps", &a.clip_eps}, {"value_coef", &a.value_coef}};
+  for (const auto& [key, value] : positive) {
+    *value = deck.get<double>(std::string("algorithm.") + key);
+    if (!(*value > 0)) deck.fail(std::string("algorithm.") + key, "must be > 0");
+  }
   a.epochs = deck.get<int>("algorithm.epochs");
   if (a.epochs < 1) deck.fail("algorithm.epochs", "must be at least 1");
   a.minibatch = deck.get<int>("algorithm.minibatch");
   if (a.minibatch < 1) deck.fail("algorithm.minibatch", "must be at least 1");
-  a.reward_clip = deck.get<double>("algorithm.reward_clip");
-  if (!(a.reward_clip >= 0)) deck.fail("algorithm.reward_clip", "must be >= 0");
   a.normalize_rewards = deck.get<bool>("algorithm.normalize_rewards");
   a.whiten_advantages = deck.get<bool>("algorithm.whiten_advantages");
   a.samples_per_prompt = deck.get<int>("algorithm.samples_per_prompt");
@@ -415,11 +486,27 @@ Config load_config(const Deck& deck) {
   if ((a.algorithm == Algorithm::grpo || a.algorithm == Algorithm::rloo) && a.samples_per_prompt < 2)
     deck.fail("algorithm.samples_per_prompt", "must be at least 2 for " + std::string(name_of(a.algorithm)) +
                                                   " (its baseline comes from the other samples of a prompt)");
+  return a;
+}
 
-  if (c.dist.backend == "nccl" && c.dist.device == "cpu")
-    deck.fail("dist.backend", "is nccl, which needs GPUs, but dist.device is cpu");
-  c.kernels = load_kernels_config(deck);
-  c.profile = load_profile_config(deck);
+}  // namespace
+
+Config load_config(const Deck& deck) {
+  Config c{deck,
+           load_run(deck),
+           load_placement(deck),
+           load_dist(deck),
+           load_model(deck, "actor"),
+           load_model(deck, "critic"),
+           load_model(deck, "reference"),
+           load_model(deck, "reward"),
+           load_rollout(deck),
+           load_train(deck),
+           load_algorithm(deck),
+           load_output(deck),
+           load_checkpoint(deck),
+           load_kernels_config(deck),
+           load_profile_config(deck)};
   return c;
 }
 

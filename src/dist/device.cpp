@@ -27,9 +27,9 @@ int cuda_device_count() {
 #endif
 }
 
-torch::Device select_device(const std::string& want, int local_rank) {
+torch::Device select_device(DeviceKind want, int local_rank) {
   int count = cuda_device_count();
-  if (want == "cpu" || (want == "auto" && count == 0)) return torch::Device(torch::kCPU);
+  if (want == DeviceKind::cpu || (want == DeviceKind::automatic && count == 0)) return torch::Device(torch::kCPU);
   QUARTET_CHECK(count > 0, "dist.device = cuda, but this rank sees no GPU"
 #ifndef QUARTET_WITH_CUDA
                            " (quartet was built with a LibTorch without CUDA)"

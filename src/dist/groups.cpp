@@ -9,7 +9,7 @@
 namespace quartet {
 
 ModelGroups::ModelGroups(const World& world, const Placement& placement,
-                         const std::string& backend, Watchdog* watchdog) {
+                         Backend backend, Watchdog* watchdog) {
   for (Role role : kAllRoles) {
     if (!placement.has(role)) continue;
     const auto& ranks = placement.ranks_of(role);
@@ -35,7 +35,7 @@ ModelGroups::ModelGroups(const World& world, const Placement& placement,
   // Backends last, once every group has its name (NCCL set-up is collective over the group).
   for (auto& g : groups_) {
     if (!g->member()) continue;
-    g->coll = backend == "nccl" ? make_nccl_collectives(g->name, g->world_ranks, g->comm, watchdog)
+    g->coll = backend == Backend::nccl ? make_nccl_collectives(g->name, g->world_ranks, g->comm, watchdog)
                                 : make_mpi_collectives(g->name, g->world_ranks, g->comm, watchdog);
   }
 }
@@ -53,11 +53,11 @@ const Group& ModelGroups::of(Role role) const {
   return *groups_[static_cast<size_t>(i)];
 }
 
-std::string resolve_backend(const DistConfig& dist, const torch::Device& device, const Deck& deck) {
-  if (dist.backend == "auto") return device.is_cuda() ? "nccl" : "mpi";
-  if (dist.backend == "nccl" && !device.is_cuda())
+Backend resolve_backend(const DistConfig& dist, const torch::Device& device, const Deck& deck) {
+  if (dist.backend == Backend::automatic) return device.is_cuda() ? Backend::nccl : Backend::mpi;
+  if (dist.backend == Backend::nccl && !device.is_cuda())
     deck.fail("dist.backend", "is nccl, but this rank computes on the CPU (no GPU found)");
-  if (dist.backend == "mpi" && device.is_cuda())
+  if (dist.backend == Backend::mpi && device.is_cuda())
     deck.fail("dist.backend", "is mpi, which moves CPU tensors only, but this rank computes on " +
               device.str() + ": use nccl (or auto), or dist.device = cpu");
   return dist.backend;

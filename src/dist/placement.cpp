@@ -35,7 +35,7 @@ std::vector<Role> Placement::roles_of(int world_rank) const {
 }
 
 std::string Placement::describe() const {
-  std::string out = mode + ":";
+  std::string out = std::string(name_of(mode)) + ":";
   for (Role r : kAllRoles) {
     if (!has(r)) continue;
     const auto& rs = ranks_of(r);
@@ -54,7 +54,7 @@ Placement make_placement(const PlacementConfig& config, int world_size, const De
                                              config.reward};
   Placement p;
   p.mode = config.mode;
-  if (config.mode == "colocated") {
+  if (config.mode == PlacementMode::colocated) {
     // Every present role spans the whole world; a count, if given, must say so (or 0 = absent).
     for (Role r : kAllRoles) {
       int n = counts[static_cast<int>(r)];

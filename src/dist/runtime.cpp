@@ -76,10 +76,10 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
 
   // Step 2, collective: where every rank computes, then the checks that need all of it.
   auto devices = gather_devices(world, device);
-  std::string backend;
+  Backend backend = Backend::mpi;
   ok = world.agree([&] {
     backend = resolve_backend(config->dist, device, config->deck);
-    if (backend == "nccl") check_gpu_sharing(placement, devices, config->deck);
+    if (backend == Backend::nccl) check_gpu_sharing(placement, devices, config->deck);
   });
   if (!ok) return nullptr;
 
@@ -87,7 +87,7 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
   seed_default_generators(config->run.seed, world.rank(), device);
   use_kernels(config->kernels);  // [kernels]: before any model is built
   printf0("quartet %s: %d rank(s), %s backend, %s\n", QUARTET_VERSION, world.size(),
-          backend.c_str(), placement.describe().c_str());
+          name_of(backend), placement.describe().c_str());
   printf0("---- resolved deck (%s) ----\n%s----\n", deck_path.c_str(),
           config->deck.resolved().c_str());
 

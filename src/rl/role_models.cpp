@@ -48,7 +48,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     so.checkpointing = sec.checkpointing;
     so.reshard_after_forward = sec.reshard_after_forward;
     so.offload_params = sec.offload_params;
-    so.reduce_fp32 = config.train.reduce_dtype == "float32";
+    so.reduce_fp32 = config.train.reduce_dtype == ReducePrecision::float32;
     ParamSource source;
     std::unique_ptr<ShardedH5Reader> saved;
     if (!resume_dir.empty() && rm->spec.trained) {

@@ -177,7 +177,7 @@ class DisjointScoring : public Scoring {
 
 std::unique_ptr<Scoring> make_scoring(Runtime& rt, const RoleModels& models, ModelParking& parking,
                                       ScoringSetup setup) {
-  if (rt.placement.mode == "colocated") return std::make_unique<ColocatedScoring>(models, parking, std::move(setup));
+  if (rt.placement.mode == PlacementMode::colocated) return std::make_unique<ColocatedScoring>(models, parking, std::move(setup));
   return std::make_unique<DisjointScoring>(rt, models, std::move(setup));
 }
 

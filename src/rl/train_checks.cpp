@@ -9,7 +9,7 @@ namespace {
 
 void check_roles(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  const bool disjoint = placement.mode == "disjoint";
+  const bool disjoint = placement.mode == PlacementMode::disjoint;
   const char* algorithm = name_of(cfg.algorithm.algorithm);
   if (!placement.has(Role::actor)) deck.fail("placement.actor", "must give the actor at least one rank");
   const bool critic = algorithm_spec(cfg.algorithm.algorithm).trains_critic;
@@ -36,6 +36,9 @@ void check_roles(const Config& cfg, const Placement& placement) {
 void check_train_deck(const Config& cfg, const Placement& placement) {
   check_roles(cfg, placement);
   if (cfg.rollout.prompts.empty()) cfg.deck.fail("rollout.prompts", "is not set: train needs a prompts file");
+  if (cfg.profile.iteration > cfg.run.iterations)
+    cfg.deck.fail("profile.iteration", "is " + std::to_string(cfg.profile.iteration) + ", past run.iterations = " +
+                                           std::to_string(cfg.run.iterations) + ": nothing would be profiled");
   // A minibatch is drawn from one actor rank's sequences of an iteration: a larger one is not
   // what the deck asks for (it would silently be the whole batch).
   const AlgorithmConfig& al = cfg.algorithm;

@@ -69,7 +69,7 @@ class Trainer {
 
  private:
   RoleModel* model(Role r) const { return models_.get(r); }
-  bool colocated() const { return rt_.placement.mode == "colocated"; }
+  bool colocated() const { return rt_.placement.mode == PlacementMode::colocated; }
 
   bool refuse_or_plan();
   int build();
@@ -156,7 +156,7 @@ int Trainer::build() {
   kl_.coef = al_.kl_coef;
   kl_.target = al_.kl_target;
   kl_.horizon = al_.kl_horizon;
-  printf0("train: %s, %s placement (%s), %d iterations\n", name_of(al_.algorithm), rt_.placement.mode.c_str(),
+  printf0("train: %s, %s placement (%s), %d iterations\n", name_of(al_.algorithm), name_of(rt_.placement.mode),
           rt_.placement.describe().c_str(), cfg_.run.iterations);
   models_ = build_role_models(cfg_, *rt_.groups, rt_.device, resume_.value_or(""));
   TrainerState state;

@@ -264,7 +264,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
   std::string all;
   for (const auto& w : warnings) all += "\n  " + w;
   const std::string cdir = checkpoints_dir(cfg.run.out);
-  if (cfg.checkpoint.on_damaged == "refuse")
+  if (cfg.checkpoint.on_damaged == OnDamaged::refuse)
     cfg.deck.fail("checkpoint.on_damaged",
                   "is refuse, and no checkpoint under " + cdir + " is intact:" + all +
                       "\n  Repair or remove them, name an intact one in checkpoint.resume, or set "

@@ -72,14 +72,14 @@ void resolve_device_memory(MemoryPlan& p) {
   const Config& c = p.config;
   // Planned for a GPU unless the run is on the CPU: dist.device = cpu, or auto where this
   // host has no GPU and the deck names no device memory to plan for.
-  p.on_gpu = c.dist.device != "cpu";
+  p.on_gpu = c.dist.device != DeviceKind::cpu;
   if (c.dist.device_memory > 0) {
     p.device_memory = c.dist.device_memory;
     p.device_memory_source = "dist.device_memory, " + c.deck.where("dist.device_memory");
     return;
   }
 #ifdef QUARTET_WITH_CUDA
-  if (c.dist.device != "cpu") {
+  if (c.dist.device != DeviceKind::cpu) {
     int n = 0;
     if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
       // Properties, not cudaMemGetInfo: no context is created on the GPU.
@@ -94,7 +94,7 @@ void resolve_device_memory(MemoryPlan& p) {
     cudaGetLastError();
   }
 #endif
-  p.on_gpu = c.dist.device == "cuda";
+  p.on_gpu = c.dist.device == DeviceKind::cuda;
   const int per_node = p.ranks_per_node > 0 ? p.ranks_per_node : p.world_size;
   p.device_memory = host_memory() / static_cast<std::uint64_t>(std::max(1, per_node));
   p.device_memory_source = "host memory / " + std::to_string(per_node) + " rank" + (per_node == 1 ? "" : "s") +
@@ -228,10 +228,10 @@ void plan_ranks(MemoryPlan& p) {
 // plan_ranks with placement.park applied: auto parks only when the plan does not fit without
 // (moving the idle models to the host and back costs a copy of their shards every phase).
 void plan_with_parking(MemoryPlan& p) {
-  const std::string& park = p.config.placement.park;
-  p.park_idle = p.placement.mode == "colocated" && park == "always";
+  const Parking park = p.config.placement.park;
+  p.park_idle = p.placement.mode == PlacementMode::colocated && park == Parking::always;
   plan_ranks(p);
-  if (p.placement.mode == "colocated" && park == "auto" && !p.fits()) {
+  if (p.placement.mode == PlacementMode::colocated && park == Parking::automatic && !p.fits()) {
     p.park_idle = true;
     plan_ranks(p);
   }

@@ -176,7 +176,7 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
   if (trained) try_flag("offload_optimizer", &ModelSectionConfig::offload_optimizer);
   {
     Attempt best;
-    if (base.placement.mode == "colocated") {
+    if (base.placement.mode == PlacementMode::colocated) {
       const int n = smallest_fitting(w0, [&](int w) {
         best = attempt(base, colocated_on(c0, w), w, role, "--ranks " + std::to_string(w) + " (a job of " + std::to_string(w) + " ranks)");
         return best.ok;
@@ -256,7 +256,7 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
   }
   const std::string before_ranks = text;
   if (!allow_ranks) {
-  } else if (base.placement.mode == "colocated") {
+  } else if (base.placement.mode == PlacementMode::colocated) {
     const Config c_fixed = c;
     const int n = smallest_fitting(w, [&](int k) {
       const int keep = w;

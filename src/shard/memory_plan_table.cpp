@@ -135,9 +135,9 @@ std::string format_plan(const MemoryPlan& plan) {
       out << "\ntrain graph: the " << role_name(r) << "'s training step runs as a CUDA graph whose "
           << gib(graph[static_cast<int>(r)]) << " stay reserved in its other phases (train.cuda_graphs)";
   if (std::any_of(graph.begin(), graph.end(), [](std::uint64_t b) { return b > 0; })) out << "\n";
-  if (plan.placement.mode == "colocated")
+  if (plan.placement.mode == PlacementMode::colocated)
     out << "\ncolocated: idle models " << (plan.park_idle ? "are parked in host memory" : "stay on the device")
-        << " (placement.park = " << plan.config.placement.park << ")\n";
+        << " (placement.park = " << name_of(plan.config.placement.park) << ")\n";
   out << (plan.fits() ? "\nfits: every rank's peak is within its usable device memory\n"
                       : "\ndoes NOT fit: see below\n");
   return out.str();

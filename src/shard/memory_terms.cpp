@@ -154,7 +154,7 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   double gathered = resident ? 0.0 : (static_cast<double>(l.padded[0]) + blocks) * b;
   if (m.section->offload_params) gathered += 2.0 * static_cast<double>(l.max_block_shard) * b;
   t.push_back({"gathered parameters", r, u64(gathered), Where::device});
-  const double f = cfg.train.reduce_dtype == "float32" && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
+  const double f = cfg.train.reduce_dtype == ReducePrecision::float32 && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
   const double rs_out = resident ? 0.0 : 4.0;
   const double grad_buffers =
       static_cast<double>(l.padded[0]) * (b + f) + static_cast<double>(l.shard[0]) * rs_out +

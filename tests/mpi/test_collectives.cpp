@@ -35,7 +35,7 @@ class Collectives_ : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const World& w = test::world();
-    if (GetParam() == "nccl") device_ = select_device("cuda", w.local_rank());
+    if (GetParam() == "nccl") device_ = select_device(DeviceKind::cuda, w.local_rank());
     // The whole world, then two uneven parts [0, k) and [k, n): sizes 1+1, 3+1, 5+3.
     groups_.push_back(make("world", 0));
     int k = w.size() > 2 ? w.size() / 2 + 1 : 1;

@@ -52,7 +52,7 @@ TEST(Groups, DisjointOneGroupPerRole) {
                               : "actor = 4\ncritic = 2\nreference = 1\nreward = 1\n";
   Placement p = placement_of(counts);
   Watchdog dog(60);
-  ModelGroups groups(w, p, "mpi", &dog);
+  ModelGroups groups(w, p, Backend::mpi, &dog);
   ASSERT_EQ(groups.all().size(), 4u);
   int memberships = 0;
   for (Role r : kAllRoles) {
@@ -69,7 +69,7 @@ TEST(Groups, DisjointOneGroupPerRole) {
 TEST(Groups, ColocatedRolesShareOneGroup) {
   Placement p = placement_of("mode = colocated\ncritic = 0\n");
   Watchdog dog(60);
-  ModelGroups groups(test::world(), p, "mpi", &dog);
+  ModelGroups groups(test::world(), p, Backend::mpi, &dog);
   ASSERT_EQ(groups.all().size(), 1u);
   EXPECT_EQ(groups.of(Role::actor).name, "actor+reference+reward");
   EXPECT_EQ(&groups.of(Role::reward), &groups.of(Role::actor));
@@ -82,7 +82,7 @@ TEST(Groups, CriticFreeDisjointLayout) {
   int n = test::world().size();
   Placement p = placement_of("actor = " + std::to_string(n - 2) + "\nreference = 1\nreward = 1\n");
   Watchdog dog(60);
-  ModelGroups groups(test::world(), p, "mpi", &dog);
+  ModelGroups groups(test::world(), p, Backend::mpi, &dog);
   EXPECT_EQ(groups.all().size(), 3u);
   EXPECT_FALSE(groups.has(Role::critic));
   expect_collectives_stay_inside(groups);
@@ -95,7 +95,7 @@ TEST(Runtime, StartsFromADeckFile) {
                                     "\nreward = 1\n[dist]\ndevice = cpu\n"),
                           {"run.seed=9"});
   ASSERT_NE(rt, nullptr);
-  EXPECT_EQ(rt->backend, "mpi");
+  EXPECT_EQ(rt->backend, Backend::mpi);
   EXPECT_EQ(rt->config.run.seed, 9u);
   EXPECT_EQ(rt->groups->all().size(), 2u);
   expect_collectives_stay_inside(*rt->groups);

@@ -75,7 +75,7 @@ Batch rows(const Batch& b, int64_t begin, int64_t count) {
 }
 
 torch::Device test_device(const std::string& backend) {
-  return backend == "nccl" ? select_device("cuda", test::world().local_rank()) : torch::Device(torch::kCPU);
+  return backend == "nccl" ? select_device(DeviceKind::cuda, test::world().local_rank()) : torch::Device(torch::kCPU);
 }
 
 class Sharded : public ::testing::TestWithParam<std::tuple<Case, std::string>> {

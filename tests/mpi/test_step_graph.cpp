@@ -180,7 +180,7 @@ class StepGraphGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() < 1) GTEST_SKIP() << "no GPU: the graphs apply on GPUs only (NotOnTheCpu checks that)";
-    select_device("cuda", test::world().local_rank());
+    select_device(DeviceKind::cuda, test::world().local_rank());
     group_ = make_nccl_collectives("step_graph", {test::world().rank()}, MPI_COMM_SELF, nullptr);
   }
   void TearDown() override { set_adamw_kernel(adamw_kernel_was_); }

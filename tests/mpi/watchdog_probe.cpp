@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       sleep(30);
     }
   } else if (mode == "nccl") {
-    auto device = select_device("cuda", world.local_rank());
+    auto device = select_device(DeviceKind::cuda, world.local_rank());
     auto coll = make_nccl_collectives("world", ranks, world.comm(), &dog);
     auto t = torch::ones({1024}, torch::TensorOptions().device(device));
     // Once together, so NCCL has connected its peers and the next enqueue cannot block:

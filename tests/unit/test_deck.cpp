@@ -53,17 +53,17 @@ TEST(Deck, ParsesTypedValuesAndComments) {
   EXPECT_EQ(c.run.out, "runs/demo");
   EXPECT_EQ(c.run.seed, 7u);
   EXPECT_EQ(c.run.iterations, 3);
-  EXPECT_EQ(c.placement.mode, "disjoint");
+  EXPECT_EQ(c.placement.mode, PlacementMode::disjoint);
   EXPECT_EQ(c.placement.actor, 4);
   EXPECT_EQ(c.placement.critic, 2);
-  EXPECT_EQ(c.dist.backend, "mpi");
+  EXPECT_EQ(c.dist.backend, Backend::mpi);
   EXPECT_DOUBLE_EQ(c.dist.watchdog_timeout, 2.5);
 }
 
 TEST(Deck, DefaultsFillMissingKeys) {
   Config c = parse("[placement]\nactor = 1\n");
   EXPECT_EQ(c.run.iterations, RunConfig{}.iterations);
-  EXPECT_EQ(c.dist.backend, "auto");
+  EXPECT_EQ(c.dist.backend, Backend::automatic);
   EXPECT_EQ(c.placement.critic, -1);
   EXPECT_FALSE(c.deck.given("placement.critic"));
   EXPECT_TRUE(c.deck.given("placement.actor"));

@@ -427,23 +427,26 @@ TEST(LearningRate, WarmupThenEachSchedule) {
   // total 11, warm-up 2, lr 1, floor 0.1: steps 0, 1 -> 0.5, 1.0; decay over steps 2 .. 10
   // (span 8). Step 4 is p = 0.25: linear 0.1 + 0.9 * 0.75 = 0.775; cosine 0.1 + 0.9 *
   // (1 + cos(pi / 4)) / 2 = 0.1 + 0.9 * 0.8535534 = 0.8681981. Step 6 (p = 0.5): 0.55 for both.
-  for (const char* s : {"constant", "linear", "cosine"}) {
-    EXPECT_DOUBLE_EQ(learning_rate(0, 11, 2, 1.0, s, 0.1), 0.5) << s;
-    EXPECT_DOUBLE_EQ(learning_rate(1, 11, 2, 1.0, s, 0.1), 1.0) << s;
-    EXPECT_DOUBLE_EQ(learning_rate(2, 11, 2, 1.0, s, 0.1), 1.0) << s;
+  for (LrSchedule s : {LrSchedule::constant, LrSchedule::linear, LrSchedule::cosine}) {
+    EXPECT_DOUBLE_EQ(learning_rate(0, 11, 2, 1.0, s, 0.1), 0.5) << name_of(s);
+    EXPECT_DOUBLE_EQ(learning_rate(1, 11, 2, 1.0, s, 0.1), 1.0) << name_of(s);
+    EXPECT_DOUBLE_EQ(learning_rate(2, 11, 2, 1.0, s, 0.1), 1.0) << name_of(s);
   }
-  EXPECT_DOUBLE_EQ(learning_rate(6, 11, 2, 1.0, "constant", 0.1), 1.0);
-  EXPECT_DOUBLE_EQ(learning_rate(10, 11, 2, 1.0, "constant", 0.1), 1.0);
-  EXPECT_NEAR(learning_rate(4, 11, 2, 1.0, "linear", 0.1), 0.775, 1e-12);
-  EXPECT_NEAR(learning_rate(6, 11, 2, 1.0, "linear", 0.1), 0.55, 1e-12);
-  EXPECT_NEAR(learning_rate(10, 11, 2, 1.0, "linear", 0.1), 0.1, 1e-12);
-  EXPECT_NEAR(learning_rate(4, 11, 2, 1.0, "cosine", 0.1), 0.86819805, 1e-8);
-  EXPECT_NEAR(learning_rate(6, 11, 2, 1.0, "cosine", 0.1), 0.55, 1e-12);
-  EXPECT_NEAR(learning_rate(10, 11, 2, 1.0, "cosine", 0.1), 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(learning_rate(6, 11, 2, 1.0, LrSchedule::constant, 0.1), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(10, 11, 2, 1.0, LrSchedule::constant, 0.1), 1.0);
+  EXPECT_NEAR(learning_rate(4, 11, 2, 1.0, LrSchedule::linear, 0.1), 0.775, 1e-12);
+  EXPECT_NEAR(learning_rate(6, 11, 2, 1.0, LrSchedule::linear, 0.1), 0.55, 1e-12);
+  EXPECT_NEAR(learning_rate(10, 11, 2, 1.0, LrSchedule::linear, 0.1), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(4, 11, 2, 1.0, LrSchedule::cosine, 0.1), 0.86819805, 1e-8);
+  EXPECT_NEAR(learning_rate(6, 11, 2, 1.0, LrSchedule::cosine, 0.1), 0.55, 1e-12);
+  EXPECT_NEAR(learning_rate(10, 11, 2, 1.0, LrSchedule::cosine, 0.1), 0.1, 1e-12);
   // No warm-up, lr 3e-6: step 0 is the full rate.
-  EXPECT_DOUBLE_EQ(learning_rate(0, 5, 0, 3e-6, "linear", 0.0), 3e-6);
-  EXPECT_NE(test::error_of([] { learning_rate(11, 11, 2, 1.0, "linear", 0.1); }).find("step 11 is outside 0 .. 10"),
+  EXPECT_DOUBLE_EQ(learning_rate(0, 5, 0, 3e-6, LrSchedule::linear, 0.0), 3e-6);
+  EXPECT_NE(test::error_of([] { learning_rate(11, 11, 2, 1.0, LrSchedule::linear, 0.1); }).find("step 11 is outside 0 .. 10"),
             std::string::npos);
-  EXPECT_NE(test::error_of([] { learning_rate(0, 11, 2, 1.0, "exp", 0.1); }).find("unknown schedule 'exp'"),
-            std::string::npos);
+  // An unknown schedule is the deck's to refuse, by name.
+  const std::string refused = test::error_of(
+      [] { load_config(Deck("t.deck", "[train]\nschedule = exp\n", {}, deck_schema())); });
+  EXPECT_NE(refused.find("t.deck:2: train.schedule is 'exp'; expected one of: constant | linear | cosine"),
+            std::string::npos) << refused;
 }

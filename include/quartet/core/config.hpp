@@ -23,18 +23,35 @@ struct RunConfig {              // [run]
   double time_limit = 0;
 };
 
+// The settings with a fixed set of values, typed when the deck is loaded (name_of gives the
+// deck's spelling back).
+enum class PlacementMode { disjoint, colocated };
+enum class Parking { automatic, always, never };   // placement.park: auto | always | never
+enum class Backend { automatic, nccl, mpi };       // dist.backend: auto | nccl | mpi
+enum class DeviceKind { automatic, cuda, cpu };    // dist.device: auto | cuda | cpu
+enum class ReducePrecision { float32, model };     // train.reduce_dtype
+enum class LrSchedule { constant, linear, cosine };
+enum class OnDamaged { refuse, start_over };       // checkpoint.on_damaged
+const char* name_of(PlacementMode value);
+const char* name_of(Parking value);
+const char* name_of(Backend value);
+const char* name_of(DeviceKind value);
+const char* name_of(ReducePrecision value);
+const char* name_of(LrSchedule value);
+const char* name_of(OnDamaged value);
+
 struct PlacementConfig {        // [placement]
-  std::string mode = "disjoint";  // disjoint | colocated
+  PlacementMode mode = PlacementMode::disjoint;
   // Ranks per role. -1 = not given: 0 in disjoint mode, every rank in colocated mode.
   int actor = -1, critic = -1, reference = -1, reward = -1;
   // Colocated: whether the idle models' parameter and gradient shards move to host memory
   // while another model works. auto = only when the memory plan does not fit without it.
-  std::string park = "auto";  // auto | always | never
+  Parking park = Parking::automatic;
 };
 
 struct DistConfig {             // [dist]
-  std::string backend = "auto";   // auto | nccl | mpi
-  std::string device = "auto";    // auto | cuda | cpu
+  Backend backend = Backend::automatic;
+  DeviceKind device = DeviceKind::automatic;
   double watchdog_timeout = 600;  // seconds a collective or exchange may take before abort
   // Memory of one device in bytes, for the memory plan; 0 = ask the device (GPU) or the host
   // (CPU runs: physical memory shared by the ranks of the node). Deck: "auto" or e.g. "80GiB".
@@ -97,9 +114,9 @@ struct TrainConfig {            // [train]
   int micro_batch = 4;          // sequences per forward/backward pass and rank
   double max_grad_norm = 1.0;   // clip the global gradient norm (0 = off)
   double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
-  std::string reduce_dtype = "float32";  // gradients are reduce-scattered in: float32 | model (the model's dtype)
+  ReducePrecision reduce_dtype = ReducePrecision::float32;  // gradients reduce-scattered in float32 or the model's dtype
   int warmup = 0;               // learning-rate warm-up, optimizer steps
-  std::string schedule = "constant";  // constant | linear | cosine decay after warm-up
+  LrSchedule schedule = LrSchedule::constant;  // decay after warm-up
   double min_lr_ratio = 0.1;    // the decayed learning rate's floor, as a fraction of lr
   bool cuda_graphs = true;      // a one-rank GPU model's micro-batches as CUDA graphs
 };
@@ -143,7 +160,7 @@ struct CheckpointConfig {       // [checkpoint]
   // What resume = auto does when run.out holds checkpoints and none of them is intact:
   // refuse (name each and its fault, exit 2, touch nothing) | start_over (move them aside to
   // checkpoints.damaged-<time>/ and start at iteration 0).
-  std::string on_damaged = "refuse";
+  OnDamaged on_damaged = OnDamaged::refuse;
 };
 
 struct Config {

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "quartet/core/config.hpp"
+
 namespace quartet {
 
 // GPUs visible to this process (0 when quartet is built without CUDA or there are none).
@@ -13,7 +15,7 @@ int cuda_device_count();
 // `want` is the deck's dist.device: auto | cuda | cpu. With CUDA, local rank r takes GPU
 // r % count, so ranks of different groups may share a GPU (placement refuses sharing inside a
 // group). Throws quartet::Error when cuda is wanted and there is no GPU.
-torch::Device select_device(const std::string& want, int local_rank);
+torch::Device select_device(DeviceKind want, int local_rank);
 
 // CPU ranks on one host share its cores: give each rank cores/local_size intra-op threads
 // unless OMP_NUM_THREADS says otherwise.

@@ -30,8 +30,8 @@ struct Group {
 
 class ModelGroups {
  public:
-  // Collective over the world. `backend` is dist.backend resolved to "nccl" or "mpi".
-  ModelGroups(const World& world, const Placement& placement, const std::string& backend,
+  // Collective over the world. `backend`: dist.backend resolved (nccl or mpi).
+  ModelGroups(const World& world, const Placement& placement, Backend backend,
               Watchdog* watchdog);
   ~ModelGroups();
   ModelGroups(const ModelGroups&) = delete;
@@ -46,8 +46,8 @@ class ModelGroups {
   int index_[kNumRoles] = {-1, -1, -1, -1};
 };
 
-// dist.backend "auto" -> "nccl" on a GPU, "mpi" on the CPU; refuses nccl without a GPU.
-std::string resolve_backend(const DistConfig& dist, const torch::Device& device, const Deck& deck);
+// dist.backend auto -> nccl on a GPU, mpi on the CPU; refuses nccl without a GPU.
+Backend resolve_backend(const DistConfig& dist, const torch::Device& device, const Deck& deck);
 
 // Every rank's host and GPU, gathered over the world (for check_gpu_sharing).
 std::vector<RankDevice> gather_devices(const World& world, const torch::Device& device);

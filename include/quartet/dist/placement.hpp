@@ -20,7 +20,7 @@ constexpr std::array<Role, kNumRoles> kAllRoles = {Role::actor, Role::critic, Ro
 const char* role_name(Role role);
 
 struct Placement {
-  std::string mode;
+  PlacementMode mode = PlacementMode::disjoint;
   std::array<std::vector<int>, kNumRoles> ranks;  // world ranks per role; empty = no such role
 
   bool has(Role role) const { return !ranks[static_cast<int>(role)].empty(); }

@@ -20,7 +20,7 @@ struct Runtime {
   Config config;
   torch::Device device;
   Placement placement;
-  std::string backend;  // "nccl" or "mpi"
+  Backend backend = Backend::mpi;  // resolved: nccl or mpi
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<ModelGroups> groups;
 };

@@ -4,10 +4,10 @@
 // Warm-up: lr * (step + 1) / warmup, so step 0 already moves and step warmup - 1 reaches lr.
 // Decay: progress p = (step - warmup) / (total - 1 - warmup) from lr (p = 0) to lr * min_ratio
 // (p = 1, step total - 1). step must be in [0, total); schedule constant | linear | cosine.
-#include <string>
+#include "quartet/core/config.hpp"
 
 namespace quartet {
 
-double learning_rate(int step, int total, int warmup, double lr, const std::string& schedule, double min_ratio);
+double learning_rate(int step, int total, int warmup, double lr, LrSchedule schedule, double min_ratio);
 
 }  // namespace quartet
