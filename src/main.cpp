@@ -41,8 +41,9 @@ const Command kCommands[] = {
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
      quartet::run_generate},
-    {{"tokenize", "encode standard input with a model's tokenizer (one line of ids per line)",
-      "MODEL_DIR",
+    {{"tokenize", "encode standard input with a model's tokenizer (one line of ids per line); the model is a "
+                  "directory or hf:ORG/NAME[@REVISION] in the default hub cache",
+      "MODEL",
       {{"decode", nullptr, "read token ids, print text"},
        {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
      nullptr, quartet::run_tokenize},

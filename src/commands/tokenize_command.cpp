@@ -4,12 +4,13 @@
 #include <sstream>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/hf_cache.hpp"
 #include "quartet/model/tokenizer.hpp"
 
 namespace quartet {
 
 int tokenize_stream(const CommandLine& cl, std::istream& in, std::ostream& out) {
-  auto tokenizer = load_model_tokenizer(cl.operand);
+  auto tokenizer = load_model_tokenizer(is_hf_path(cl.operand) ? resolve_hf_path(cl.operand) : cl.operand);
   const bool decode = cl.has("decode"), special = !cl.has("no-special");
   std::string line;
   for (int lineno = 1; std::getline(in, line); ++lineno) {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "quartet/core/files.hpp"
+#include "quartet/core/hf_cache.hpp"
 
 namespace po = boost::program_options;
 
@@ -96,11 +97,13 @@ void add_dist_keys(po::options_description& d) {
 // [model.actor], [model.critic], [model.reference], [model.reward]: the same keys for each role.
 void add_model_keys(po::options_description& d) {
   ModelSectionConfig m;
+  d.add_options()
+      ("model.hub_cache", po::value<std::string>()->default_value(""), "the Hugging Face hub cache in which hf:ORG/NAME[@REVISION] paths are found (\"\" = where huggingface_hub looks: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub); nothing is downloaded");
   for (const char* role : {"actor", "critic", "reference", "reward"}) {
     std::string sec = std::string("model.") + role;
     auto key = [&](const char* k) { return sec + "." + k; };
     d.add_options()
-        (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
+        (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); hf:ORG/NAME[@REVISION] (that model in the local hub cache, model.hub_cache); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
         (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add)")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
         (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
@@ -342,7 +345,14 @@ DistConfig load_dist(const Deck& deck) {
 ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
   ModelSectionConfig m;
   const std::string sec = "model." + role + ".";
-  m.path = deck.get<std::string>(sec + "path");
+  m.path = m.source = deck.get<std::string>(sec + "path");
+  if (is_hf_path(m.path)) {
+    try {
+      m.path = resolve_hf_path(m.path, deck.get<std::string>("model.hub_cache"));
+    } catch (const Error& e) {
+      deck.fail(sec + "path", e.what());
+    }
+  }
   m.kind = deck.get<std::string>(sec + "kind");
   if (m.kind != "model" && !(role == "reward" && m.kind.rfind("rule:", 0) == 0))
     deck.fail(sec + "kind", "is '" + m.kind + "'; expected model" +

@@ -284,6 +284,7 @@ RunFile::RunFile(const std::string& dir, MPI_Comm comm, const RunFileInfo& info,
         string_attr(file.id, "start_time", utc_iso());
         string_attr(file.id, "placement", info.placement);
         string_attr(file.id, "algorithm", info.algorithm);
+        string_attr(file.id, "model_paths", info.model_paths);
         int_attr(file.id, "world_size", info.world_size);
         int_attr(file.id, "iterations_planned", info.iterations_planned);
         int_attr(file.id, "iterations_complete", 0);

@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/files.hpp"
+#include "quartet/model/same_token_ids.hpp"
 #include "quartet/io/sharded_h5.hpp"
 
 namespace quartet {
@@ -95,6 +97,34 @@ std::unique_ptr<Tokenizer> run_tokenizer(const Config& config) {
   return load_model_tokenizer(actor.dir);
 }
 
+namespace {
+
+// A critic, reference or reward model from a directory of its own reads the actor's ids: its
+// tokenizer must give each of them the same token (model/same_token_ids.hpp).
+void check_reads_actor_ids(const Config& config, const ModelSpec& spec, const Tokenizer& actor_tokenizer) {
+  const std::string key = "model." + std::string(role_name(spec.role)) + ".path";
+  const ModelSpec actor = resolve_model(config, Role::actor);
+  if (spec.role == Role::actor || spec.dir.empty() || spec.dir == actor.dir) return;
+  const std::string given = model_section(config, spec.role).source;
+  if (!is_regular_file(spec.dir + "/tokenizer.json"))
+    config.deck.fail(key, "is '" + given + "', which has no tokenizer.json: quartet cannot check that the " +
+                              role_name(spec.role) + " reads the actor's token ids as the actor means them "
+                              "(copy in the tokenizer files of the model it was trained from)");
+  std::string mismatch;
+  try {
+    mismatch = token_id_mismatch(actor_tokenizer, *load_model_tokenizer(spec.dir));
+  } catch (const Error& e) {
+    config.deck.fail(key, "is '" + given + "': " + e.what());
+  }
+  if (!mismatch.empty())
+    config.deck.fail(key, "is '" + given + "', whose tokenizer is not the actor's (" +
+                              (actor.random ? std::string("the built-in one") : actor.dir + "/tokenizer.json") +
+                              "): " + mismatch + "; the " + role_name(spec.role) +
+                              " is given the actor's token ids, so it must share the actor's vocabulary");
+}
+
+}  // namespace
+
 void check_models_fit_run(const Config& config, const Placement& placement, const Tokenizer& tokenizer) {
   const int64_t positions = int64_t(config.rollout.max_prompt_tokens) + config.rollout.max_new_tokens;
   for (Role role : kAllRoles) {
@@ -103,6 +133,7 @@ void check_models_fit_run(const Config& config, const Placement& placement, cons
     const std::string key = "model." + std::string(role_name(role)) + ".path";
     const std::string misfit = tokenizer_misfit(tokenizer, spec.config);
     if (!misfit.empty()) config.deck.fail(key, "is '" + model_section(config, role).path + "': " + misfit);
+    check_reads_actor_ids(config, spec, tokenizer);
     if (!spec.dir.empty()) {
       // The weights by the rules the build will apply, headers only: refused here, on every
       // rank alike, rather than by one group while the others wait.

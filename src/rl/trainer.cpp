@@ -195,6 +195,11 @@ void Trainer::open_run_file(const TrainerState& state) {
   info.algorithm = name_of(al_.algorithm);
   info.world_size = rt_.world.size();
   info.iterations_planned = cfg_.run.iterations;
+  for (Role role : kAllRoles) {
+    const ModelSectionConfig& m = model_section(cfg_, role);
+    if (has_model(cfg_, role) && !m.path.empty() && m.path.rfind("random:", 0) != 0)
+      info.model_paths += std::string(role_name(role)) + " = " + m.source + " -> " + m.path + "\n";
+  }
   // Starting afresh, a run.h5 already in run.out belongs to an earlier run: it is kept as
   // run.h5.prev rather than mixed with this one. A resumed run appends to its own.
   if (!resume_ && actor.group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {

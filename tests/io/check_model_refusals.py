@@ -11,6 +11,8 @@ Cases:
   dtype      F32 tensors relabelled I32 (same byte count): one tensor, every tensor
   tensors    a config of 1 layer over a 2-layer file; an extra tensor; a reward model without
              its score head (train); a critic started from the causal LM is accepted, and says so
+  tokenizer  a reward model (LlamaForSequenceClassification) runs with the actor's tokenizer and
+             is refused with another one (two ids swapped) or with none (train)
   sizes      hidden_size 2^62; a tokenizer larger than the model's vocabulary; a GPT-2 prompt
              plus new tokens beyond n_positions
   values     eos/pad ids outside the vocabulary (99999, -3, 2^64-1); bytes appended after the
@@ -26,7 +28,8 @@ import sys
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification,
+                          PreTrainedTokenizerFast)
 
 CORPUS = ["sort 3817= 1378", "add 12+30= 42", "The quick brown fox jumps over the lazy dog.",
           "0123456789 =+-*/ abcdefghijklmnopqrstuvwxyz"] * 20
@@ -60,6 +63,11 @@ def make_models(work):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                       bos_token_id=None, eos_token_id=eos, pad_token_id=eos, tie_word_embeddings=False)
     LlamaForCausalLM(cfg).save_pretrained(llama, safe_serialization=True)
+    # A reward model of the same shape and tokenizer.
+    reward = os.path.join(work, "llama-reward")
+    fast.save_pretrained(reward)
+    cfg.num_labels = 1
+    LlamaForSequenceClassification(cfg).save_pretrained(reward, safe_serialization=True)
     gpt2 = os.path.join(work, "gpt2")
     fast = make_tokenizer(gpt2, 300)
     cfg = GPT2Config(vocab_size=len(fast), n_embd=32, n_layer=2, n_head=4, n_positions=24,
@@ -69,6 +77,20 @@ def make_models(work):
     big = make_tokenizer(os.path.join(work, "big-tokenizer"), 400)
     assert len(big) > len(fast), (len(big), len(fast))
     return llama, gpt2
+
+
+def swap_two_ids(model):
+    """Another tokenizer of the same size: two tokens of tokenizer.json trade ids."""
+    path = os.path.join(model, "tokenizer.json")
+    with open(path) as f:
+        spec = json.load(f)
+    vocab = spec["model"]["vocab"]
+    by_id = {i: t for t, i in vocab.items()}
+    a, b = by_id[100], by_id[101]
+    vocab[a], vocab[b] = 101, 100
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    return a, b
 
 
 # ---- editing a copy of a model directory ------------------------------------------------------
@@ -249,6 +271,21 @@ def main():
     # 7: a reward model must bring its head: the causal LM is not a reward model.
     r.refuses("reward model without score", "train", llama, r"tensor 'score\.weight' is missing .*not a sequence_reward model",
               {"model.reward.path": llama, "model.reward.kind": "model", "placement.reward": "1"}, np_=2)
+    # The reward model reads the actor's ids: it runs with the actor's tokenizer, not with another.
+    with_reward = {"model.reward.kind": "model", "placement.reward": "1"}
+    reward = os.path.join(work, "llama-reward")
+    r.runs("train", llama, dict(with_reward, **{"model.reward.path": reward}), np_=2)
+    m = copy_model(reward, os.path.join(work, "damaged", "reward_other_tokenizer"))
+    a, b = swap_two_ids(m)
+    r.refuses("reward of another tokenizer", "train", llama,
+              rf"model\.reward\.path is '.*reward_other_tokenizer', whose tokenizer is not the actor's .*: "
+              rf"id 100 is '{re.escape(a)}' for the actor but '{re.escape(b)}' here \(and 1 more ids differ\)",
+              dict(with_reward, **{"model.reward.path": m}), np_=2)
+    m = copy_model(reward, os.path.join(work, "damaged", "reward_no_tokenizer"))
+    os.remove(os.path.join(m, "tokenizer.json"))
+    r.refuses("reward without tokenizer.json", "train", llama,
+              r"model\.reward\.path is '.*reward_no_tokenizer', which has no tokenizer\.json: quartet cannot check",
+              dict(with_reward, **{"model.reward.path": m}), np_=2)
     # 9: a minibatch larger than an actor rank's sequences (2 prompts x 2 samples).
     r.refuses("minibatch > batch", "train", llama, r"algorithm\.minibatch is 8, more than the 4 sequences",
               {"algorithm.minibatch": "8"})

@@ -144,7 +144,9 @@ TEST(RunFile, WritesNumbersRolloutsAndTextsAndResumesWithoutDuplicates) {
   std::vector<char*> texts(static_cast<size_t>(total));
   H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, texts.data());
   EXPECT_EQ(std::string(texts[0]), "completion 0.0 ü");
-  if (W > 1) EXPECT_EQ(std::string(texts[2]), "completion 1.0 ü");
+  if (W > 1) {
+    EXPECT_EQ(std::string(texts[2]), "completion 1.0 ü");
+  }
   for (char* t : texts) H5free_memory(t);
   H5Tclose(type);
   H5Dclose(set);

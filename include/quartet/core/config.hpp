@@ -61,8 +61,10 @@ struct DistConfig {             // [dist]
 struct ModelSectionConfig {     // [model.actor], [model.critic], [model.reference], [model.reward]
   // A Hugging Face model directory; or random:FILE.json (that config.json, random weights); or
   // random:<family> (llama | gpt2 | gptj | gpt_neox, random weights, sized by the keys below).
-  // "" = not set.
+  // "" = not set. An hf:ORG/NAME[@REVISION] path is resolved when the deck is loaded, to the
+  // snapshot directory in the local hub cache (core/hf_cache.hpp); `source` keeps what the deck said.
   std::string path;
+  std::string source;
   // reward only: "model" (the reward model at path) or "rule:<task>", a built-in verifiable
   // reward (rl/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks.
   std::string kind = "model";

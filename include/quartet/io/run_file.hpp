@@ -41,6 +41,9 @@ namespace quartet {
 
 struct RunFileInfo {
   std::string version, git_commit, deck, placement, algorithm;
+  // One line per model read from a directory: "actor = <as the deck gave it> -> <directory>"
+  // (an hf: path's snapshot, whose folder name is the commit).
+  std::string model_paths;
   std::int64_t world_size = 1, iterations_planned = 0;
 };
 
