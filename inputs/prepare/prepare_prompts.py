@@ -263,14 +263,19 @@ def jsonable(v):
     return str(v)
 
 
+def a_type(v):
+    name = type(v).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def check_messages(messages, column):
     if not isinstance(messages, list):
-        raise RowError(f"'{column}' is a {type(messages).__name__}, not a list of messages")
+        raise RowError(f"'{column}' is {a_type(messages)}, not a list of messages")
     if not messages:
         raise RowError(f"'{column}' is an empty chat")
     for k, m in enumerate(messages):
         if not isinstance(m, dict):
-            raise RowError(f"'{column}'[{k}] is a {type(m).__name__}, not a message {{role, content}}")
+            raise RowError(f"'{column}'[{k}] is {a_type(m)}, not a message {{role, content}}")
         if not isinstance(m.get("role"), str) or not m["role"]:
             raise RowError(f"'{column}'[{k}] has no 'role' string")
         if not isinstance(m.get("content"), (str, list)):
@@ -306,7 +311,6 @@ class Preparer:
             text, ids = self.model.render(messages)
         except Exception as e:  # the template's own error (a role it refuses, say)
             raise RowError(f"the chat template refuses it: {e}") from e
-        self.templated += 1
         return text, ids, messages
 
     def answer(self, row):
@@ -317,7 +321,7 @@ class Preparer:
                 raise RowError(f"no '{col}' (--require-answer)")
             return None
         if isinstance(a, bool) or not isinstance(a, (str, int, float)):
-            raise RowError(f"'{col}' is a {type(a).__name__}, not a string or a number")
+            raise RowError(f"'{col}' is {a_type(a)}, not a string or a number")
         return a if isinstance(a, str) else str(a)
 
     def row(self, row, where):
@@ -331,7 +335,7 @@ class Preparer:
         elif row.get(a.prompt_column) is not None:
             prompt = row[a.prompt_column]
             if not isinstance(prompt, str):
-                raise RowError(f"'{a.prompt_column}' is a {type(prompt).__name__}, not a string")
+                raise RowError(f"'{a.prompt_column}' is {a_type(prompt)}, not a string")
             if not prompt:
                 raise RowError(f"'{a.prompt_column}' is empty")
             if self.prompt_format == "chat":
@@ -392,7 +396,9 @@ def prepare(args):
                 try:
                     if isinstance(row, RowError):
                         raise row
-                    rows.write(json.dumps(prep.row(row, where), ensure_ascii=False, allow_nan=False) + "\n")
+                    prepared = prep.row(row, where)
+                    rows.write(json.dumps(prepared, ensure_ascii=False, allow_nan=False) + "\n")
+                    prep.templated += "messages" in prepared
                     ok += 1
                 except RowError as e:
                     if args.on_error == "fail":

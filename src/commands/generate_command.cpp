@@ -36,7 +36,7 @@ void check_prepared_prompts(const Config& cfg, const Plan& plan) {
   const auto header = read_prompt_header(cfg.rollout.prompts);
   if (!header) return;
   const std::string misfit = prompt_header_misfit(*header, model_dir_identity(cfg.actor.path));
-  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "is '" + cfg.rollout.prompts + "': " + misfit);
+  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
   for (const Prompt& p : plan.prompts)
     for (int64_t id : p.ids)
       QUARTET_CHECK(id < plan.tokenizer->vocab_size(),

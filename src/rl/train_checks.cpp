@@ -65,7 +65,7 @@ void check_prompts_fit_actor(const Config& cfg) {
   const ModelSpec actor = resolve_model(cfg, Role::actor);
   const TokenizerIdentity id = actor.random ? builtin_tokenizer_identity() : model_dir_identity(actor.dir);
   const std::string misfit = prompt_header_misfit(*header, id);
-  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "is '" + path + "': " + misfit);
+  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
 }
 
 }  // namespace quartet

@@ -18,6 +18,7 @@ struct TokenizerIdentity {
   std::string tokenizer_source;  // "DIR/tokenizer.json", or the built-in tokenizer's name
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_sha256;  // "" without a template
+  std::string prepare_hint;          // how to prepare prompts for it, for messages
 };
 
 // A Hugging Face model directory's: DIR/tokenizer.json (which must exist) and its chat template.
