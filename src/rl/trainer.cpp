@@ -124,8 +124,8 @@ class Trainer {
 };
 
 // Everything that can be refused, on every rank alike, before any model is built: the deck,
-// the models against the tokenizer and the sequences, the memory plan, the checkpoint to
-// resume from.
+// the models against the tokenizer and the sequences, the prompts file against the actor, the
+// memory plan, the checkpoint to resume from.
 bool Trainer::refuse_or_plan() {
   return rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
