@@ -18,7 +18,7 @@ SHELL := /bin/bash
 TORCH_VERSION        := 2.11.0
 TRANSFORMERS_VERSION := 5.17.0
 PY_PACKAGES := torch==$(TORCH_VERSION) transformers==$(TRANSFORMERS_VERSION) \
-               safetensors numpy h5py matplotlib
+               safetensors numpy h5py matplotlib pyarrow
 
 # ---- Where things go ------------------------------------------------------------------------------
 BUILD := build
@@ -42,7 +42,7 @@ SKIP_SYSTEM_DEPS ?=# 1 (environment or command line): skip the system package ch
 # Debian/Ubuntu packages the build and the tests need.
 SYSTEM_PACKAGES := build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin \
                    libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev libgtest-dev \
-                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev python3-venv python3-dev \
+                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev libssl-dev python3-venv python3-dev \
                    ccache shellcheck
 
 # What the scripts read from the environment. Torch_DIR, CMAKE_PREFIX_PATH and QUARTET_PYTHON

@@ -41,11 +41,14 @@ const Command kCommands[] = {
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
      quartet::run_generate},
-    {{"tokenize", "encode standard input with a model's tokenizer (one line of ids per line); the model is a "
-                  "directory or hf:ORG/NAME[@REVISION] in the default hub cache",
+    {{"tokenize", "encode standard input with a model's tokenizer (one line of ids per line); MODEL is a "
+                  "directory, hf:ORG/NAME[@REVISION] in the default hub cache, or random: (the built-in "
+                  "character tokenizer of random models)",
       "MODEL",
       {{"decode", nullptr, "read token ids, print text"},
-       {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"}}},
+       {"no-special", nullptr, "no special tokens added (encode) or printed (decode)"},
+       {"write-files", "DIR", "with random:, write the built-in tokenizer as Hugging Face files into DIR "
+                              "(for inputs/prepare/prepare_prompts.py --model DIR)"}}},
      nullptr, quartet::run_tokenize},
     {{"inspect", "summarise a run file (run.h5) or a checkpoint (a step_<N> directory, or the "
                  "checkpoints/ or run directory holding them): what it holds and whether it is intact",

@@ -7,6 +7,7 @@
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/gather_text.hpp"
+#include "quartet/io/prompt_identity.hpp"
 #include "quartet/io/prompts.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/generation.hpp"
@@ -17,13 +18,31 @@
 namespace quartet {
 namespace {
 
-
 struct Plan {
   std::vector<Prompt> prompts;
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int64_t> stop_ids;
   int64_t pad_id = 0;
+  // A prepared file's rows carry their ids (made for this tokenizer: checked); plain ones are
+  // tokenized here.
+  std::vector<int64_t> ids(size_t i) const {
+    return prompts[i].ids.empty() ? tokenizer->encode(prompts[i].text) : prompts[i].ids;
+  }
 };
+
+// A prepared prompts file made for another tokenizer or chat template than the actor's, or with
+// ids outside its vocabulary, is refused naming the files and the line.
+void check_prepared_prompts(const Config& cfg, const Plan& plan) {
+  const auto header = read_prompt_header(cfg.rollout.prompts);
+  if (!header) return;
+  const std::string misfit = prompt_header_misfit(*header, model_dir_identity(cfg.actor.path));
+  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
+  for (const Prompt& p : plan.prompts)
+    for (int64_t id : p.ids)
+      QUARTET_CHECK(id < plan.tokenizer->vocab_size(),
+                    cfg.rollout.prompts + ":" + std::to_string(p.line) + ": prompt id " + std::to_string(id) +
+                        " is outside the actor tokenizer's vocabulary of " + std::to_string(plan.tokenizer->vocab_size()));
+}
 
 // The model loads (its weights by model/weight_map.hpp's rules, headers only), takes the
 // tokenizer's ids and every prompt with its new tokens: refused up front on every rank alike,
@@ -35,7 +54,7 @@ void check_model_fits_prompts(const Config& cfg, const Plan& plan) {
   if (!misfit.empty()) cfg.deck.fail("model.actor.path", "is '" + cfg.actor.path + "': " + misfit);
   const int64_t limit = model.position_limit();
   for (size_t i = 0; i < plan.prompts.size(); ++i) {
-    const int64_t n = static_cast<int64_t>(plan.tokenizer->encode(plan.prompts[i].text).size());
+    const int64_t n = static_cast<int64_t>(plan.ids(i).size());
     if (n + cfg.rollout.max_new_tokens > limit)
       cfg.deck.fail("rollout.max_new_tokens",
                     "is " + std::to_string(cfg.rollout.max_new_tokens) + ", and the prompt on " + cfg.rollout.prompts +
@@ -64,6 +83,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
       plan.stop_ids.push_back(*id);
     }
     plan.pad_id = plan.tokenizer->pad_id.value_or(plan.tokenizer->eos_id.value_or(0));
+    check_prepared_prompts(cfg, plan);
     check_model_fits_prompts(cfg, plan);
   });
   if (!ok) return 2;
@@ -88,7 +108,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
       std::vector<size_t> batch(todo.begin() + static_cast<long>(at),
                                 todo.begin() + static_cast<long>(std::min(todo.size(), at + static_cast<size_t>(cfg.rollout.batch))));
       std::vector<std::vector<int64_t>> encoded;
-      for (size_t i : batch) encoded.push_back(plan.tokenizer->encode(plan.prompts[i].text));
+      for (size_t i : batch) encoded.push_back(plan.ids(i));
       auto [ids, mask] = left_pad(encoded, plan.pad_id);
       Generation g = generate(model, ids.to(rt.device), mask.to(rt.device), params);
       auto tokens = g.tokens.cpu();
@@ -134,7 +154,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
 
       if (cl.has("logits")) {
         std::vector<std::vector<int64_t>> all;
-        for (const auto& p : plan.prompts) all.push_back(plan.tokenizer->encode(p.text));
+        for (size_t i = 0; i < plan.prompts.size(); ++i) all.push_back(plan.ids(i));
         auto [ids, mask] = left_pad(all, plan.pad_id);
         torch::NoGradGuard no_grad;
         auto logits = model->forward(ids.to(rt.device), mask.to(rt.device)).to(torch::kFloat).cpu();

@@ -5,12 +5,39 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/hf_cache.hpp"
+#include "quartet/core/files.hpp"
+#include "quartet/model/builtin_tokenizer_files.hpp"
+#include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer.hpp"
 
 namespace quartet {
 
+namespace {
+
+// random:<anything> (as model.<role>.path says it) is the built-in character tokenizer.
+bool names_builtin(const std::string& operand) { return operand.rfind("random:", 0) == 0; }
+
+// The built-in tokenizer as Hugging Face files, for tools that need a model directory
+// (inputs/prepare/prepare_prompts.py --model DIR).
+int write_builtin_files(const CommandLine& cl, std::ostream& out) {
+  QUARTET_CHECK(names_builtin(cl.operand), "--write-files writes the built-in tokenizer's files: give random: "
+                                           "(not '" + cl.operand + "', whose files are already there)");
+  const std::string dir = cl.options.at("write-files");
+  make_directories(dir);
+  // A length no prompt reaches: transformers only warns past it; the deck sets the real limits.
+  write_builtin_tokenizer_files(dir, int64_t{1} << 30);
+  out << "tokenize: the built-in character tokenizer -> " << dir
+      << "/{tokenizer.json,tokenizer_config.json,special_tokens_map.json}\n";
+  return 0;
+}
+
+}  // namespace
+
 int tokenize_stream(const CommandLine& cl, std::istream& in, std::ostream& out) {
-  auto tokenizer = load_model_tokenizer(is_hf_path(cl.operand) ? resolve_hf_path(cl.operand) : cl.operand);
+  if (cl.has("write-files")) return write_builtin_files(cl, out);
+  auto tokenizer = names_builtin(cl.operand)  ? make_builtin_tokenizer()
+                   : is_hf_path(cl.operand) ? load_model_tokenizer(resolve_hf_path(cl.operand))
+                                            : load_model_tokenizer(cl.operand);
   const bool decode = cl.has("decode"), special = !cl.has("no-special");
   std::string line;
   for (int lineno = 1; std::getline(in, line); ++lineno) {

@@ -169,8 +169,8 @@ void add_output_keys(po::options_description& d) {
 void add_rollout_keys(po::options_description& d) {
   RolloutConfig ro;
   d.add_options()
-      ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line")
-      ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "JSONL field with the prompt text")
+      ("rollout.prompts", po::value<std::string>()->default_value(""), "prompts file: JSONL, one {\"prompt\": \"...\"} per line, or one inputs/prepare/prepare_prompts.py wrote (token ids made for the actor's tokenizer and chat template: docs/data.md), or pre-tokenised HDF5")
+      ("rollout.prompt_field", po::value<std::string>()->default_value(ro.prompt_field), "plain JSONL field with the prompt text (a prepared file's is always prompt)")
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
       ("rollout.micro_batch", po::value<int>()->default_value(ro.micro_batch), "prompts per generation chunk and rank (0 = the whole batch); the scoring groups score chunk c while chunk c+1 is generated")
       ("rollout.score_micro_batch", po::value<int>()->default_value(ro.score_micro_batch), "sequences per scoring forward pass (log-probs, values, rewards) and rank (0 = a whole generation chunk)")

@@ -22,13 +22,12 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-void write_builtin_tokenizer_files(const std::string& dir, int64_t model_max_length) {
+std::string builtin_tokenizer_json() {
   const auto builtin = make_builtin_tokenizer();
   QUARTET_CHECK(builtin->bos_id && builtin->eos_id && builtin->pad_id,
                 "the built-in tokenizer has no <bos>, <eos> or <pad>: its HF files cannot name them");
   const int64_t bos = *builtin->bos_id, eos = *builtin->eos_id, pad = *builtin->pad_id;
-  const std::string bos_text = builtin->id_to_token(bos), eos_text = builtin->id_to_token(eos),
-                    pad_text = builtin->id_to_token(pad);
+  const std::string bos_text = builtin->id_to_token(bos);
 
   // Every id in the model's vocabulary, specials included, so that the vocabulary alone is the
   // complete id map (as GPT-2's holds <|endoftext|>); the specials are also added tokens, which
@@ -65,6 +64,15 @@ void write_builtin_tokenizer_files(const std::string& dir, int64_t model_max_len
                    {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
                    {"vocab", vocab}, {"merges", ojson::array()}};
 
+  return spec.dump(2) + "\n";
+}
+
+void write_builtin_tokenizer_files(const std::string& dir, int64_t model_max_length) {
+  const auto builtin = make_builtin_tokenizer();
+  const std::string bos_text = builtin->id_to_token(*builtin->bos_id), eos_text = builtin->id_to_token(*builtin->eos_id),
+                    pad_text = builtin->id_to_token(*builtin->pad_id);
+  const std::string tokenizer_json = builtin_tokenizer_json();
+
   ojson config;
   config["tokenizer_class"] = "PreTrainedTokenizerFast";
   config["bos_token"] = bos_text;
@@ -76,7 +84,7 @@ void write_builtin_tokenizer_files(const std::string& dir, int64_t model_max_len
   config["model_input_names"] = {"input_ids", "attention_mask"};
   const ojson special_map = {{"bos_token", bos_text}, {"eos_token", eos_text}, {"pad_token", pad_text}};
 
-  write_text_atomically(dir + "/tokenizer.json", spec.dump(2) + "\n");
+  write_text_atomically(dir + "/tokenizer.json", tokenizer_json);
   write_text_atomically(dir + "/tokenizer_config.json", config.dump(2) + "\n");
   write_text_atomically(dir + "/special_tokens_map.json", special_map.dump(2) + "\n");
 

@@ -85,6 +85,13 @@ uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
 
 }  // namespace
 
+std::optional<PromptFileHeader> prepared_prompts_header(const std::string& path) {
+  std::ifstream probe(path);
+  QUARTET_CHECK(probe.good(), "cannot read prompts file '" + path + "'");
+  if (looks_like_hdf5(path)) return std::nullopt;
+  return read_prompt_header(path);
+}
+
 PromptDataset::PromptDataset(const std::string& path, const std::string& field,
                              const Tokenizer* tokenizer, int64_t max_tokens)
     : path_(path), field_(field), tokenizer_(tokenizer), max_tokens_(max_tokens) {
@@ -125,6 +132,10 @@ PromptDataset::PromptDataset(const std::string& path, const std::string& field,
   }
 
   QUARTET_CHECK(tokenizer != nullptr, path + ": a JSONL prompts file needs a tokenizer");
+  if (read_prompt_header(path)) {
+    read_prepared(path);
+    return;
+  }
   for_each_json_line(path, [&](const nlohmann::json& j, const std::string& where, int64_t n) {
     QUARTET_CHECK(j.is_object(), where + ": expected a JSON object, found " + json_type(j));
     QUARTET_CHECK(j.contains(field), where + ": no \"" + field + "\" field");
@@ -138,9 +149,39 @@ PromptDataset::PromptDataset(const std::string& path, const std::string& field,
     }
     texts_.push_back(j[field].get<std::string>());
     answers_.push_back(std::move(answer));
+    records_.push_back(j.dump());
     lines_.push_back(n);
   });
   QUARTET_CHECK(!texts_.empty(), path + ": holds no prompts (the file is empty or blank)");
+}
+
+// The rows after the header, their ids checked against the actor's vocabulary and the prompt
+// limit now, naming the line: they were made elsewhere, and nothing tokenizes them again.
+void PromptDataset::read_prepared(const std::string& path) {
+  prepared_ = true;
+  bool header = true;
+  for_each_json_line(path, [&](const nlohmann::json& j, const std::string& where, int64_t n) {
+    if (header) {
+      header = false;
+      return;
+    }
+    std::vector<int64_t> ids = prepared_row_ids(j, where);
+    for (size_t k = 0; k < ids.size(); ++k)
+      QUARTET_CHECK(ids[k] < tokenizer_->vocab_size(),
+                    where + ": prompt_ids[" + std::to_string(k) + "] = " + std::to_string(ids[k]) +
+                        " is outside the actor tokenizer's vocabulary of " + std::to_string(tokenizer_->vocab_size()));
+    QUARTET_CHECK(static_cast<int64_t>(ids.size()) <= max_tokens_,
+                  where + ": the prompt has " + std::to_string(ids.size()) + " tokens, more than the " +
+                      std::to_string(max_tokens_) + " allowed (rollout.max_prompt_tokens)");
+    nlohmann::json record = j;
+    record.erase("prompt_ids");  // held once, in ids_
+    texts_.push_back(j["prompt"].get<std::string>());
+    answers_.push_back(j.contains("answer") && j["answer"].is_string() ? j["answer"].get<std::string>() : "");
+    records_.push_back(record.dump());
+    ids_.push_back(std::move(ids));
+    lines_.push_back(n);
+  });
+  QUARTET_CHECK(!ids_.empty(), path + ": a prepared prompts file with a header and no rows");
 }
 
 int64_t PromptDataset::size() const {
@@ -154,7 +195,13 @@ DatasetPrompt PromptDataset::get(int64_t index) const {
   DatasetPrompt p;
   p.index = index;
   std::string where;
-  if (!ids_.empty()) {
+  if (prepared_) {
+    where = path_ + ":" + std::to_string(lines_[i]);
+    p.ids = ids_[i];
+    p.text = texts_[i];
+    p.answer = answers_[i];
+    p.record = records_[i];
+  } else if (!ids_.empty()) {
     where = path_ + ": row " + std::to_string(index);
     p.ids = ids_[i];
     if (tokenizer_) {
@@ -168,6 +215,7 @@ DatasetPrompt PromptDataset::get(int64_t index) const {
     where = path_ + ":" + std::to_string(lines_[i]);
     p.text = texts_[i];
     p.answer = answers_[i];
+    p.record = records_[i];
     try {
       p.ids = tokenizer_->encode(p.text, /*add_special_tokens=*/true);
     } catch (const Error& e) {

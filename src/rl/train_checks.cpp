@@ -1,6 +1,9 @@
 #include "quartet/rl/train_checks.hpp"
 
+#include "quartet/io/prompt_identity.hpp"
+#include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/prompt_dataset.hpp"
 #include "quartet/rl/rule_rewards.hpp"
 
 namespace quartet {
@@ -48,6 +51,21 @@ void check_train_deck(const Config& cfg, const Placement& placement) {
                                              " sequences an actor rank has each iteration (rollout.batch " +
                                              std::to_string(cfg.rollout.batch) + " x algorithm.samples_per_prompt " +
                                              std::to_string(al.samples_per_prompt) + ")");
+}
+
+void check_prompts_fit_actor(const Config& cfg) {
+  const std::string& path = cfg.rollout.prompts;
+  std::optional<PromptFileHeader> header;
+  try {
+    header = prepared_prompts_header(path);
+  } catch (const Error& e) {
+    cfg.deck.fail("rollout.prompts", std::string("is '") + path + "': " + e.what());
+  }
+  if (!header) return;
+  const ModelSpec actor = resolve_model(cfg, Role::actor);
+  const TokenizerIdentity id = actor.random ? builtin_tokenizer_identity() : model_dir_identity(actor.dir);
+  const std::string misfit = prompt_header_misfit(*header, id);
+  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
 }
 
 }  // namespace quartet

@@ -124,14 +124,20 @@ class Trainer {
 };
 
 // Everything that can be refused, on every rank alike, before any model is built: the deck,
-// the models against the tokenizer and the sequences, the memory plan, the checkpoint to
-// resume from.
+// the models against the tokenizer and the sequences, the prompts file against the actor, the
+// memory plan, the checkpoint to resume from.
 bool Trainer::refuse_or_plan() {
   return rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
     if (cfg_.reward.kind.rfind("rule:", 0) == 0) rule_ = make_rule_reward(cfg_.reward.kind.substr(5));
     tokenizer_ = run_tokenizer(cfg_);
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
+    check_prompts_fit_actor(cfg_);
+    // The actor ranks read the prompts now: a bad row stops every rank before any model is built.
+    const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
+    if (std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank()) != actor_ranks.end())
+      dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
+                                                 cfg_.rollout.max_prompt_tokens);
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, rt_.world.size(), rt_.world.local_size());
     check_plan(plan);
@@ -211,8 +217,6 @@ void Trainer::open_run_file(const TrainerState& state) {
   std::vector<double> planned;
   for (const auto& rp : plan.ranks) planned.push_back(static_cast<double>(rp.peak));
   run_file_ = std::make_unique<RunFile>(cfg_.run.out, actor.comm, info, planned);
-  dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
-                                             cfg_.rollout.max_prompt_tokens);
   sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.run.seed, actor.group->rank(), actor.group->size());
   if (resume_) {
     sampler_->set_cursor(state.cursor);

@@ -17,6 +17,10 @@
 
 namespace quartet {
 
+// The text of that tokenizer.json, byte for byte as written: its SHA-256 is the built-in
+// tokenizer's identity, which a prompts file prepared for random:<family> actors records.
+std::string builtin_tokenizer_json();
+
 // Writes the three files into `dir` (which must exist), each atomically. Before returning,
 // quartet's loader reads the written tokenizer.json back and must give the built-in ids for
 // every token and for a text of the whole alphabet and the special tokens; otherwise

@@ -1,11 +1,17 @@
 #pragma once
-// The prompts of a run: a JSONL file (one object per line, the text in rollout.prompt_field,
-// optional other fields kept as they are, e.g. "answer" for rule rewards), or a pre-tokenised
-// HDF5 file (dataset "input_ids", int64 [N, L], right-padded, with "lengths" int64 [N]).
-// Every rank reads the whole (small) index; prompts are tokenised when drawn.
+// The prompts of a run: a plain JSONL file (one object per line, the text in
+// rollout.prompt_field, optional other fields kept as they are, e.g. "answer" for rule rewards),
+// a prepared JSONL file (io/prompts.hpp, docs/data.md: a header, then rows with "prompt" and
+// "prompt_ids"), or a pre-tokenised HDF5 file (dataset "input_ids", int64 [N, L], right-padded,
+// with "lengths" int64 [N]). Every rank reads the whole (small) index; plain prompts are
+// tokenised when drawn, prepared ones never.
 //
-// The file kind is told by its name (.h5, .hdf5) or the HDF5 signature; anything else is JSONL.
-// In JSONL, blank lines are skipped and "answer", when present, must be a string. In HDF5,
+// The file kind is told by its name (.h5, .hdf5) or the HDF5 signature; anything else is JSONL,
+// prepared when it begins with a header. In JSONL, blank lines are skipped and "answer", when
+// present, must be a string. A prepared file's rows are checked when it is read: ids inside the
+// tokenizer's vocabulary, at most max_tokens of them (rollout.prompt_field does not apply: its
+// rows are "prompt" and "prompt_ids"). Whether the file was made for the actor's tokenizer and
+// chat template is io/prompt_identity.hpp's question, asked before any model is built. In HDF5,
 // input_ids may be any integer type (read as int64); every length must lie in 1..L.
 //
 // Order: each epoch is a permutation of all prompts drawn from the run seed and the epoch
@@ -18,9 +24,11 @@
 // (epoch, position) is all a resumed run needs to continue exactly where it stopped.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "quartet/io/prompts.hpp"
 #include "quartet/model/tokenizer.hpp"
 
 namespace quartet {
@@ -31,13 +39,16 @@ struct DatasetPrompt {
   std::string text;             // "" for pre-tokenised prompts
   std::vector<int64_t> ids;     // token ids (the tokenizer's special tokens included)
   std::string answer;           // the "answer" field when present (rule rewards may use it)
+  std::string record;           // JSONL: the whole row as JSON (a prepared row without its
+                                // prompt_ids): messages, metadata, whatever else it holds
 };
 
 class PromptDataset {
  public:
   // Reads the file; errors name the file and line (a bad JSON line, a missing field, an empty
-  // file, an HDF5 file without input_ids). Prompts longer than max_tokens after tokenising
-  // are refused when drawn (naming the line), never silently cut. The tokenizer must outlive
+  // file, an HDF5 file without input_ids, a prepared row's id outside the vocabulary). Prompts
+  // longer than max_tokens are refused (naming the line), never silently cut: plain and HDF5
+  // prompts when drawn, prepared ones when read. The tokenizer must outlive
   // the dataset; it may be null for a pre-tokenised file (else ids are checked against its
   // vocabulary when drawn).
   PromptDataset(const std::string& path, const std::string& field, const Tokenizer* tokenizer,
@@ -47,14 +58,20 @@ class PromptDataset {
   const std::string& path() const { return path_; }
 
  private:
+  void read_prepared(const std::string& path);
   std::string path_;
   std::string field_;
   const Tokenizer* tokenizer_;
   int64_t max_tokens_;
-  std::vector<std::string> texts_, answers_;
-  std::vector<std::vector<int64_t>> ids_;  // pre-tokenised
+  bool prepared_ = false;
+  std::vector<std::string> texts_, answers_, records_;
+  std::vector<std::vector<int64_t>> ids_;  // pre-tokenised (HDF5) or prepared
   std::vector<int64_t> lines_;  // 1-based file line of each JSONL prompt, for errors when drawn
 };
+
+// The header of `path` when it is a prepared JSONL prompts file; nullopt for a plain JSONL or an
+// HDF5 file. A malformed header is a quartet::Error naming the file and line.
+std::optional<PromptFileHeader> prepared_prompts_header(const std::string& path);
 
 struct PromptCursor {
   int64_t epoch = 0;
