@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "quartet/model/text_origin.hpp"
 #include "quartet/model/utf8.hpp"
 
 namespace quartet {
+
+const char* const kWordCharPattern = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
 
 void AddedTokenMatcher::add(std::string pattern, const AddedToken* token) {
   if (pattern.empty()) return;
@@ -23,10 +26,11 @@ const AddedTokenMatcher::Entry* AddedTokenMatcher::longest_at(std::string_view s
   return nullptr;
 }
 
-void split_on_added(const std::string& s, const AddedTokenMatcher& m, const Regex* word_char,
+void split_on_added(const std::string& s, size_t origin, const AddedTokenMatcher& m, const Regex* word_char,
                     std::vector<Piece>& out) {
+  auto text_piece = [&](size_t b, size_t e) { out.push_back({s.substr(b, e - b), -1, origin_of_slice(origin, b, e)}); };
   if (m.empty()) {
-    if (!s.empty()) out.push_back({s, -1});
+    if (!s.empty()) text_piece(0, s.size());
     return;
   }
   auto word_before = [&](size_t pos) {
@@ -66,11 +70,11 @@ void split_on_added(const std::string& s, const AddedTokenMatcher& m, const Rege
       }
       pos = stop;
     }
-    if (start > start_offset) out.push_back({s.substr(start_offset, start - start_offset), -1});
-    out.push_back({std::string(), t.id});
+    if (start > start_offset) text_piece(start_offset, start);
+    out.push_back({std::string(), t.id, 0});
     start_offset = stop;
   }
-  if (start_offset < s.size()) out.push_back({s.substr(start_offset), -1});
+  if (start_offset < s.size()) text_piece(start_offset, s.size());
 }
 
 }  // namespace quartet

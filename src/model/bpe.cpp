@@ -1,5 +1,7 @@
 #include "quartet/model/bpe.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include "quartet/core/check.hpp"
@@ -11,21 +13,32 @@ namespace {
 // The cache is a plain map; clearing it when full keeps memory bounded without LRU bookkeeping
 // on the hot path (a prompt set's words fit many times over).
 constexpr size_t kMaxCacheEntries = 1 << 17;
+// Only words shorter than this are cached, as HF does: without a pre-tokenizer a whole text is
+// one word, and caching those would only fill the cache.
+constexpr size_t kMaxCachedWord = 256;
 }  // namespace
 
 BpeModel::BpeModel(std::unordered_map<std::string, int64_t> vocab,
-                   const std::vector<std::pair<std::string, std::string>>& merges,
-                   bool ignore_merges, std::optional<std::string> unk_token, bool fuse_unk,
+                   const std::vector<std::pair<std::string, std::string>>& merges, Options options,
                    const std::string& where)
-    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), fuse_unk_(fuse_unk) {
+    : vocab_(std::move(vocab)), options_(std::move(options)) {
   for (const auto& [token, id] : vocab_)
     QUARTET_CHECK(id >= 0 && id < (int64_t{1} << 31),
                   where + ": model.vocab['" + token + "'] = " + std::to_string(id) + " is out of range");
-  if (unk_token) {
-    auto it = vocab_.find(*unk_token);
+  if (options_.unk_token) {
+    auto it = vocab_.find(*options_.unk_token);
     QUARTET_CHECK(it != vocab_.end(),
-                  where + ": model.unk_token '" + *unk_token + "' is not in model.vocab");
+                  where + ": model.unk_token '" + *options_.unk_token + "' is not in model.vocab");
     unk_id_ = it->second;
+  }
+  byte_ids_.fill(-1);
+  if (options_.byte_fallback) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      auto it = vocab_.find(name);
+      if (it != vocab_.end()) byte_ids_[static_cast<size_t>(b)] = it->second;
+    }
   }
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -42,7 +55,7 @@ BpeModel::BpeModel(std::unordered_map<std::string, int64_t> vocab,
 
 void BpeModel::encode_word(const std::string& word, std::vector<int64_t>& out) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
+  if (options_.ignore_merges) {
     // Llama-3: a word that is itself a token is taken whole, whatever the merges would give.
     auto it = vocab_.find(word);
     if (it != vocab_.end()) {
@@ -60,9 +73,38 @@ void BpeModel::encode_word(const std::string& word, std::vector<int64_t>& out) c
   }
   std::vector<int64_t> ids = merge_word(word);
   out.insert(out.end(), ids.begin(), ids.end());
+  if (word.size() >= kMaxCachedWord) return;
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
   cache_.emplace(word, std::move(ids));
+}
+
+std::vector<int64_t> BpeModel::initial_symbols(const std::string& word) const {
+  std::vector<int64_t> ids;
+  ids.reserve(word.size());
+  std::optional<int64_t> pending_unk;
+  for (size_t i = 0; i < word.size();) {
+    const size_t n = std::min(utf8_length(static_cast<unsigned char>(word[i])), word.size() - i);
+    auto it = vocab_.find(word.substr(i, n));
+    const size_t begin = i;
+    i += n;
+    if (it != vocab_.end()) {
+      if (pending_unk) ids.push_back(*pending_unk);
+      pending_unk.reset();
+      ids.push_back(it->second);
+      continue;
+    }
+    if (options_.byte_fallback &&
+        std::all_of(word.begin() + begin, word.begin() + i, [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; })) {
+      for (size_t k = begin; k < i; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+      continue;
+    }
+    if (!unk_id_) continue;
+    if (pending_unk && !options_.fuse_unk) ids.push_back(*pending_unk);
+    pending_unk = unk_id_;
+  }
+  if (pending_unk) ids.push_back(*pending_unk);
+  return ids;
 }
 
 std::vector<int64_t> BpeModel::merge_word(const std::string& word) const {
@@ -74,20 +116,7 @@ std::vector<int64_t> BpeModel::merge_word(const std::string& word) const {
     bool alive;
   };
   std::vector<Symbol> sym;
-  sym.reserve(word.size());
-  bool last_was_unk = false;
-  for (size_t i = 0; i < word.size();) {
-    size_t n = std::min(utf8_length(static_cast<unsigned char>(word[i])), word.size() - i);
-    auto it = vocab_.find(word.substr(i, n));
-    i += n;
-    if (it != vocab_.end()) {
-      sym.push_back({it->second, 0, 0, true});
-      last_was_unk = false;
-    } else if (unk_id_) {
-      if (!(fuse_unk_ && last_was_unk)) sym.push_back({*unk_id_, 0, 0, true});
-      last_was_unk = true;
-    }
-  }
+  for (int64_t id : initial_symbols(word)) sym.push_back({id, 0, 0, true});
   const int n = static_cast<int>(sym.size());
   for (int i = 0; i < n; ++i) {
     sym[i].prev = i - 1;

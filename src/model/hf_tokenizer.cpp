@@ -1,11 +1,10 @@
 #include "quartet/model/hf_tokenizer.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 #include <utility>
 
 #include "quartet/core/check.hpp"
-#include "quartet/model/byte_level.hpp"
-#include "quartet/model/nfc.hpp"
 #include "quartet/model/utf8.hpp"
 
 namespace quartet {
@@ -14,28 +13,23 @@ HfTokenizer::HfTokenizer(TokenizerJson spec)
     : path_(std::move(spec.path)),
       bpe_(std::move(spec.bpe)),
       added_(std::move(spec.added)),
-      nfc_(spec.nfc),
+      normalizer_(std::move(spec.normalizer)),
       pre_steps_(std::move(spec.pre_steps)),
-      template_before_(std::move(spec.template_before)),
-      template_after_(std::move(spec.template_after)),
-      byte_level_decoder_(spec.byte_level_decoder) {
+      post_(std::move(spec.post)),
+      decoder_(std::move(spec.decoder)) {
   bos_id = spec.bos_id;
-  for (size_t i = 0; i < added_.size(); ++i) {
-    added_by_id_[added_[i].id] = i;
-    added_by_content_[added_[i].content] = added_[i].id;
-  }
+  for (const AddedToken& t : added_) added_by_content_[t.content] = t.id;
   build_matchers();
   build_id_table();
 }
 
 void HfTokenizer::build_matchers() {
   for (const AddedToken& t : added_) {
-    // A normalized added token is looked for in normalized text, so in its normalized form.
-    AddedTokenMatcher& m = (t.normalized && nfc_) ? normalized_matcher_ : raw_matcher_;
-    m.add((t.normalized && nfc_) ? nfc(t.content, path_ + ": added token") : t.content, &t);
+    if (t.normalized) normalized_matcher_.add(normalizer_.normalize(t.content), &t);
+    else raw_matcher_.add(t.content, &t);
   }
   if (std::any_of(added_.begin(), added_.end(), [](const AddedToken& t) { return t.single_word; }))
-    word_char_ = std::make_shared<const Regex>("\\w", path_);
+    word_char_ = std::make_shared<const Regex>(kWordCharPattern, path_);
 }
 
 void HfTokenizer::build_id_table() {
@@ -48,34 +42,45 @@ void HfTokenizer::build_id_table() {
     id_to_token_[id] = token;
     id_known_[id] = true;
   }
+  decode_token_ = id_to_token_;
+  std::unordered_set<std::string> special;
   for (const AddedToken& t : added_) {
     id_to_token_[t.id] = t.content;
+    decode_token_[t.id] = t.normalized ? normalizer_.normalize(t.content) : t.content;
     id_known_[t.id] = true;
+    if (t.special) special.insert(t.content);
   }
+  id_special_.assign(static_cast<size_t>(size), false);
+  for (size_t id = 0; id < decode_token_.size(); ++id) id_special_[id] = id_known_[id] && special.count(decode_token_[id]) > 0;
 }
 
 std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_special_tokens) const {
   const std::string clean = sanitize_utf8(text);
-  std::vector<Piece> first, pieces;
-  split_on_added(clean, raw_matcher_, word_char_.get(), first);
-  for (Piece& p : first) {
+  // HF's AddedVocabulary::extract_and_normalize: tokens that are not normalized are found in the
+  // raw text, then each stretch between them is normalized on its own and searched for the
+  // normalized ones.
+  std::vector<Piece> raw, pieces;
+  split_on_added(clean, clean.empty() ? 0 : utf8_length(static_cast<unsigned char>(clean[0])), raw_matcher_,
+                 word_char_.get(), raw);
+  for (Piece& p : raw) {
     if (p.id >= 0) {
       pieces.push_back(std::move(p));
       continue;
     }
-    split_on_added(nfc_ ? nfc(p.text, path_) : p.text, normalized_matcher_, word_char_.get(), pieces);
+    normalizer_.normalize(p.text, p.origin);
+    split_on_added(p.text, p.origin, normalized_matcher_, word_char_.get(), pieces);
   }
   std::vector<int64_t> ids;
-  if (add_special_tokens) ids = template_before_;
-  ids.reserve(clean.size() / 2 + ids.size() + template_after_.size());
+  if (add_special_tokens) ids = post_.before;
+  ids.reserve(clean.size() / 2 + ids.size() + post_.after.size());
   for (const Piece& p : pieces) {
     if (p.id >= 0) {
       ids.push_back(p.id);
       continue;
     }
-    for (const std::string& word : pre_tokenize(pre_steps_, p.text)) bpe_->encode_word(word, ids);
+    for (const std::string& word : pre_tokenize(pre_steps_, p.text, p.origin)) bpe_->encode_word(word, ids);
   }
-  if (add_special_tokens) ids.insert(ids.end(), template_after_.begin(), template_after_.end());
+  if (add_special_tokens) ids.insert(ids.end(), post_.after.begin(), post_.after.end());
   return ids;
 }
 
@@ -87,22 +92,14 @@ void HfTokenizer::check_id(int64_t id) const {
 }
 
 std::string HfTokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::string bytes;
-  bool first = true;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int64_t id : ids) {
     check_id(id);
-    auto a = added_by_id_.find(id);
-    if (a != added_by_id_.end() && skip_special_tokens && added_[a->second].special) continue;
-    const std::string& token = id_to_token_[static_cast<size_t>(id)];
-    if (byte_level_decoder_) {
-      byte_level_decode_token(token, bytes);
-    } else {  // HF without a decoder joins the tokens with spaces
-      if (!first) bytes += ' ';
-      bytes += token;
-    }
-    first = false;
+    if (skip_special_tokens && id_special_[static_cast<size_t>(id)]) continue;
+    tokens.push_back(decode_token_[static_cast<size_t>(id)]);
   }
-  return sanitize_utf8(bytes);
+  return sanitize_utf8(decoder_.decode(std::move(tokens), path_));
 }
 
 std::optional<int64_t> HfTokenizer::token_to_id(const std::string& token) const {

@@ -49,6 +49,11 @@ int64_t JsonFile::id_at(const json& v, const std::string& json_path) const {
   return v.get<int64_t>();
 }
 
+size_t JsonFile::count_at(const json& v, const std::string& json_path) const {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) refuse_at(json_path, "is not a non-negative integer");
+  return static_cast<size_t>(v.get<int64_t>());
+}
+
 std::string JsonFile::type_of(const json& obj, const std::string& json_path) const {
   return string_at(member(obj, "type", json_path), json_path + ".type");
 }

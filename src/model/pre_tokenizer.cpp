@@ -2,115 +2,120 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
 #include "quartet/model/byte_level.hpp"
+#include "quartet/model/text_origin.hpp"
 
 namespace quartet {
 
 namespace {
 
-// A range [first, second) of a piece and a flag (is a match; or, in parts, is removed).
-using Span = std::pair<std::pair<size_t, size_t>, bool>;
-
-// ByteLevel: the optional prefix space, GPT-2's pattern, then every byte as its character.
-void byte_level_step(const PreTokenizerStep& step, std::string& piece, std::vector<std::string>& next) {
-  if (step.add_prefix_space && !piece.empty() && piece[0] != ' ') piece.insert(piece.begin(), ' ');
+// ByteLevel: the optional prefix space, GPT-2's pattern, then every byte as its character (each
+// character of a byte's encoding is aligned to the byte's character, so an origin covers the
+// encoding of what it covered).
+void byte_level_step(const PreTokenizerStep& step, TextPiece piece, std::vector<TextPiece>& next) {
+  std::string& s = piece.text;
+  if (step.add_prefix_space && !s.empty() && s[0] != ' ') {
+    s.insert(s.begin(), ' ');
+    if (piece.origin > 0) ++piece.origin;
+  }
+  auto emit = [&](size_t b, size_t e) {
+    const size_t origin = origin_of_slice(piece.origin, b, e);
+    next.push_back({byte_level_encode(std::string_view(s).substr(b, e - b)),
+                    byte_level_encode(std::string_view(s).substr(b, origin)).size()});
+  };
   if (!step.regex) {
-    next.push_back(byte_level_encode(piece));
+    emit(0, s.size());
     return;
   }
   size_t prev = 0;
-  for (auto [b, e] : step.regex->find_all(piece)) {
-    if (b > prev) next.push_back(byte_level_encode(std::string_view(piece).substr(prev, b - prev)));
-    if (e > b) next.push_back(byte_level_encode(std::string_view(piece).substr(b, e - b)));
+  for (auto [b, e] : step.regex->find_all(s)) {
+    if (b > prev) emit(prev, b);
+    if (e > b) emit(b, e);
     prev = e;
   }
-  if (prev < piece.size()) next.push_back(byte_level_encode(std::string_view(piece).substr(prev)));
+  if (prev < s.size()) emit(prev, s.size());
 }
 
-// The whole piece as alternating (range, is_match) spans, as HF's Pattern gives.
-std::vector<Span> split_spans(const PreTokenizerStep& step, const std::string& piece) {
-  std::vector<Span> spans;
-  auto add_match = [&](size_t b, size_t e, size_t& prev) {
-    if (b > prev) spans.push_back({{prev, b}, false});
-    spans.push_back({{b, e}, true});
-    prev = e;
-  };
-  size_t prev = 0;
-  if (step.regex) {
-    for (auto [b, e] : step.regex->find_all(piece)) add_match(b, e, prev);
-  } else {
-    for (size_t at = piece.find(step.literal); at != std::string::npos; at = piece.find(step.literal, prev))
-      add_match(at, at + step.literal.size(), prev);
-  }
-  if (prev < piece.size()) spans.push_back({{prev, piece.size()}, false});
+void split_step(const PreTokenizerStep& step, const TextPiece& piece, std::vector<TextPiece>& next) {
+  std::vector<MatchSpan> spans = step.pattern.find_matches(piece.text);
   if (step.invert)
-    for (auto& sp : spans) sp.second = !sp.second;
-  return spans;
+    for (MatchSpan& sp : spans) sp.match = !sp.match;
+  for (const MatchSpan& part : split_by_behavior(spans, step.behavior))
+    if (!part.match && part.end > part.begin)
+      next.push_back({piece.text.substr(part.begin, part.end - part.begin),
+                      origin_of_slice(piece.origin, part.begin, part.end)});
 }
 
-// (range, remove) by behavior, HF's NormalizedString::split.
-std::vector<Span> split_parts(const std::vector<Span>& spans, SplitBehavior behavior) {
-  std::vector<Span> parts;
-  switch (behavior) {
-    case SplitBehavior::Isolated:
-      for (auto& sp : spans) parts.push_back({sp.first, false});
-      break;
-    case SplitBehavior::Removed:
-      parts = spans;
-      break;
-    case SplitBehavior::Contiguous: {
-      bool previous = false;
-      for (auto& sp : spans) {
-        if (sp.second == previous && !parts.empty()) parts.back().first.second = sp.first.second;
-        else parts.push_back({sp.first, false});
-        previous = sp.second;
-      }
-      break;
-    }
-    case SplitBehavior::MergedWithPrevious: {
-      bool previous = false;
-      for (auto& sp : spans) {
-        if (sp.second && !previous && !parts.empty()) parts.back().first.second = sp.first.second;
-        else parts.push_back({sp.first, false});
-        previous = sp.second;
-      }
-      break;
-    }
-    case SplitBehavior::MergedWithNext: {
-      bool previous = false;
-      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->second && !previous && !parts.empty()) parts.back().first.first = it->first.first;
-        else parts.push_back({it->first, false});
-        previous = it->second;
-      }
-      std::reverse(parts.begin(), parts.end());
-      break;
-    }
+SplitBehavior read_behavior(const JsonFile& f, const nlohmann::json& p, const std::string& jp) {
+  const std::string b = f.string_at(f.member(p, "behavior", jp), jp + ".behavior");
+  static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+      {"Removed", SplitBehavior::Removed},
+      {"Isolated", SplitBehavior::Isolated},
+      {"MergedWithPrevious", SplitBehavior::MergedWithPrevious},
+      {"MergedWithNext", SplitBehavior::MergedWithNext},
+      {"Contiguous", SplitBehavior::Contiguous}};
+  auto it = std::find_if(std::begin(kBehaviors), std::end(kBehaviors), [&](const auto& kv) { return b == kv.first; });
+  if (it == std::end(kBehaviors)) f.refuse_at(jp + ".behavior", "'" + b + "' is not a split behavior");
+  return it->second;
+}
+
+void read_step(const JsonFile& f, const nlohmann::json& p, const std::string& jp, std::vector<PreTokenizerStep>& out) {
+  if (p.is_null()) return;
+  const std::string type = f.type_of(p, jp);
+  PreTokenizerStep s{PreTokenizerStep::Kind::Split, {}, nullptr, SplitBehavior::Isolated, false, false, {}};
+  if (type == "Sequence") {
+    const nlohmann::json& list = f.member(p, "pretokenizers", jp);
+    if (!list.is_array()) f.refuse_at(jp + ".pretokenizers", "is not a list");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_step(f, list[i], jp + ".pretokenizers[" + std::to_string(i) + "]", out);
+    return;
   }
-  return parts;
-}
-
-void split_step(const PreTokenizerStep& step, const std::string& piece, std::vector<std::string>& next) {
-  for (auto& [range, remove] : split_parts(split_spans(step, piece), step.behavior))
-    if (!remove && range.second > range.first) next.push_back(piece.substr(range.first, range.second - range.first));
+  if (type == "ByteLevel") {
+    s.kind = PreTokenizerStep::Kind::ByteLevel;
+    s.add_prefix_space = f.flag(p, "add_prefix_space", true, jp);
+    if (f.flag(p, "use_regex", true, jp)) s.regex = std::make_shared<const Regex>(kGpt2Pattern, f.path);
+  } else if (type == "Split") {
+    s.pattern = read_pattern(f, f.member(p, "pattern", jp), jp + ".pattern");
+    s.behavior = read_behavior(f, p, jp);
+    s.invert = f.flag(p, "invert", false, jp);
+  } else if (type == "Metaspace") {
+    s.kind = PreTokenizerStep::Kind::Metaspace;
+    s.metaspace = read_metaspace(f, p, jp);
+  } else {
+    f.refuse_at(jp + ".type", "'" + type + "' is not supported (ByteLevel, Split, Metaspace or a Sequence of them)");
+  }
+  out.push_back(std::move(s));
 }
 
 }  // namespace
 
-std::vector<std::string> pre_tokenize(const std::vector<PreTokenizerStep>& steps, const std::string& s) {
-  std::vector<std::string> pieces{s}, next;
+std::vector<std::string> pre_tokenize(const std::vector<PreTokenizerStep>& steps, const std::string& s, size_t origin) {
+  std::vector<TextPiece> pieces{{s, origin}}, next;
   for (const PreTokenizerStep& step : steps) {
     next.clear();
-    for (std::string& piece : pieces) {
-      if (step.kind == PreTokenizerStep::Kind::ByteLevel) byte_level_step(step, piece, next);
-      else split_step(step, piece, next);
+    for (TextPiece& piece : pieces) {
+      switch (step.kind) {
+        case PreTokenizerStep::Kind::ByteLevel: byte_level_step(step, std::move(piece), next); break;
+        case PreTokenizerStep::Kind::Split: split_step(step, piece, next); break;
+        case PreTokenizerStep::Kind::Metaspace: metaspace_pre_tokenize(step.metaspace, piece, next); break;
+      }
     }
     pieces.swap(next);
   }
-  return pieces;
+  std::vector<std::string> words;
+  words.reserve(pieces.size());
+  for (TextPiece& p : pieces) words.push_back(std::move(p.text));
+  return words;
+}
+
+std::vector<PreTokenizerStep> read_pre_tokenizer(const JsonFile& f, const nlohmann::json& p, const std::string& json_path) {
+  std::vector<PreTokenizerStep> steps;
+  read_step(f, p, json_path, steps);
+  return steps;
 }
 
 }  // namespace quartet

@@ -1,6 +1,9 @@
 #include "quartet/model/split_pattern.hpp"
 
+#include <algorithm>
+
 #include "quartet/core/check.hpp"
+#include "quartet/model/json_file.hpp"
 #include "quartet/model/utf8.hpp"
 
 namespace quartet {
@@ -54,8 +57,12 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   int err = 0;
   PCRE2_SIZE offset = 0;
   const std::string translated = onig_to_pcre2(pattern);
+  pcre2_compile_context* context = pcre2_compile_context_create(nullptr);
+  QUARTET_CHECK(context != nullptr, "PCRE2: out of memory for a compile context");
+  pcre2_set_newline(context, PCRE2_NEWLINE_LF);
   code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                        PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+                        PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &offset, context);
+  pcre2_compile_context_free(context);
   if (!code_) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
@@ -76,13 +83,14 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   for (size_t pos = 0; pos <= s.size();) {
     if (!match(s, pos, 0, md)) break;
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-    out.emplace_back(ov[0], ov[1]);
-    if (ov[1] > ov[0]) {
-      pos = ov[1];
-    } else {  // an empty match: step over one character so the loop ends
-      if (ov[0] >= s.size()) break;
-      pos = ov[0] + utf8_length(static_cast<unsigned char>(s[ov[0]]));
+    const size_t b = ov[0], e = ov[1];
+    if (b == e && !out.empty() && out.back().second == e) {  // step over one character
+      if (pos >= s.size()) break;
+      pos += utf8_length(static_cast<unsigned char>(s[pos]));
+      continue;
     }
+    out.emplace_back(b, e);
+    pos = e;
   }
   return out;
 }
@@ -109,6 +117,75 @@ bool Regex::match(std::string_view s, size_t pos, uint32_t options, MatchData& m
              " bytes: " + reinterpret_cast<const char*>(msg));
   }
   return true;
+}
+
+std::vector<MatchSpan> TextPattern::find_matches(std::string_view s) const {
+  if (s.empty()) return {{0, 0, false}};
+  std::vector<MatchSpan> spans;
+  size_t prev = 0;
+  auto add_match = [&](size_t b, size_t e) {
+    if (b > prev) spans.push_back({prev, b, false});
+    spans.push_back({b, e, true});
+    prev = e;
+  };
+  if (regex) {
+    for (auto [b, e] : regex->find_all(s)) add_match(b, e);
+  } else {
+    for (size_t at = s.find(literal); at != std::string_view::npos; at = s.find(literal, prev))
+      add_match(at, at + literal.size());
+  }
+  if (prev < s.size()) spans.push_back({prev, s.size(), false});
+  return spans;
+}
+
+TextPattern read_pattern(const JsonFile& f, const nlohmann::json& p, const std::string& json_path) {
+  TextPattern out;
+  if (p.is_object() && p.size() == 1 && p.contains("Regex")) {
+    const std::string jp = json_path + ".Regex";
+    out.regex = std::make_shared<const Regex>(f.string_at(p["Regex"], jp), f.path + ": " + jp);
+  } else if (p.is_object() && p.size() == 1 && p.contains("String")) {
+    out.literal = f.string_at(p["String"], json_path + ".String");
+    if (out.literal.empty()) f.refuse_at(json_path + ".String", "is empty");
+  } else {
+    f.refuse_at(json_path, "is neither {\"Regex\": ...} nor {\"String\": ...}");
+  }
+  return out;
+}
+
+std::vector<MatchSpan> split_by_behavior(const std::vector<MatchSpan>& spans, SplitBehavior behavior) {
+  std::vector<MatchSpan> parts;
+  bool previous = false;  // whether the span before was a match
+  switch (behavior) {
+    case SplitBehavior::Isolated:
+      for (const MatchSpan& sp : spans) parts.push_back({sp.begin, sp.end, false});
+      break;
+    case SplitBehavior::Removed:
+      parts = spans;
+      break;
+    case SplitBehavior::Contiguous:
+      for (const MatchSpan& sp : spans) {
+        if (sp.match == previous && !parts.empty()) parts.back().end = sp.end;
+        else parts.push_back({sp.begin, sp.end, false});
+        previous = sp.match;
+      }
+      break;
+    case SplitBehavior::MergedWithPrevious:
+      for (const MatchSpan& sp : spans) {
+        if (sp.match && !previous && !parts.empty()) parts.back().end = sp.end;
+        else parts.push_back({sp.begin, sp.end, false});
+        previous = sp.match;
+      }
+      break;
+    case SplitBehavior::MergedWithNext:
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->match && !previous && !parts.empty()) parts.back().begin = it->begin;
+        else parts.push_back({it->begin, it->end, false});
+        previous = it->match;
+      }
+      std::reverse(parts.begin(), parts.end());
+      break;
+  }
+  return parts;
 }
 
 }  // namespace quartet

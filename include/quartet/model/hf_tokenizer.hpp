@@ -10,8 +10,11 @@
 
 #include "quartet/model/added_tokens.hpp"
 #include "quartet/model/bpe.hpp"
+#include "quartet/model/decoders.hpp"
+#include "quartet/model/normalizers.hpp"
 #include "quartet/model/pre_tokenizer.hpp"
 #include "quartet/model/split_pattern.hpp"
+#include "quartet/model/template_processing.hpp"
 #include "quartet/model/tokenizer.hpp"
 #include "quartet/model/tokenizer_json.hpp"
 
@@ -19,7 +22,6 @@ namespace quartet {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // Normalizing the added tokens (NFC) may refuse, naming the file.
   explicit HfTokenizer(TokenizerJson spec);
   HfTokenizer(const HfTokenizer&) = delete;
   HfTokenizer& operator=(const HfTokenizer&) = delete;
@@ -38,17 +40,21 @@ class HfTokenizer final : public Tokenizer {
   std::string path_;
   std::unique_ptr<BpeModel> bpe_;
   std::vector<AddedToken> added_;  // the matchers point into it
-  std::unordered_map<int64_t, size_t> added_by_id_;
   std::unordered_map<std::string, int64_t> added_by_content_;
   AddedTokenMatcher raw_matcher_, normalized_matcher_;
-  bool nfc_ = false;
+  Normalizer normalizer_;
   std::vector<PreTokenizerStep> pre_steps_;
-  std::shared_ptr<const Regex> word_char_;  // \w, for added tokens with single_word
-  // Post-processor for one sequence: the ids before and after it (TemplateProcessing).
-  std::vector<int64_t> template_before_, template_after_;
-  bool byte_level_decoder_ = false;
+  std::shared_ptr<const Regex> word_char_;  // for added tokens with single_word
+  PostProcessor post_;
+  Decoder decoder_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_known_;
+  // What decode gives the decoder for each id: the token, or for an added token with
+  // normalized=true its normalized form (tokenizers >= 0.23, so that a decoder undoes what the
+  // normalizer did).
+  std::vector<std::string> decode_token_;
+  // HF skips a token on decode by that text: any id whose text is a special added token's.
+  std::vector<bool> id_special_;
 };
 
 }  // namespace quartet

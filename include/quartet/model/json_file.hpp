@@ -22,8 +22,9 @@ struct JsonFile {
   std::string string_at(const json& v, const std::string& json_path) const;
   // A flag that may be absent or null (then `fallback`, as HF's serde defaults do).
   bool flag(const json& obj, const char* key, bool fallback, const std::string& json_path) const;
-  // A non-negative integer.
+  // A non-negative integer, as a token id or as a count.
   int64_t id_at(const json& v, const std::string& json_path) const;
+  size_t count_at(const json& v, const std::string& json_path) const;
   // obj["type"], a string.
   std::string type_of(const json& obj, const std::string& json_path) const;
 };

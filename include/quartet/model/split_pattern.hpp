@@ -1,12 +1,16 @@
 #pragma once
-// The regexes of tokenizer.json (pre-tokenizer split patterns, \w for single-word added
-// tokens) on PCRE2. Patterns are written for Oniguruma (HF's engine); the one difference that
-// matters for the GPT-2/Llama-3/Qwen2 patterns is \s, which in Oniguruma includes U+0085 (NEL)
-// and in PCRE2 does not, so \s and \S are widened when a pattern is compiled.
+// The patterns of tokenizer.json (Split pre-tokenizers, Replace normalizers and decoders, \w for
+// single-word added tokens) on PCRE2, and HF's ways of cutting a text at a pattern's matches.
+// Patterns are written for Oniguruma in its Ruby syntax (HF's engine). Two differences matter:
+// \s, which in Oniguruma includes U+0085 (NEL) and in PCRE2 does not, so \s and \S are widened
+// when a pattern is compiled; and ^ and $, which in Ruby match at every line's start and end
+// (after and before "\n"), so patterns are compiled multiline with "\n" as the only newline.
 #include <pcre2.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,7 +35,8 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Non-overlapping matches [begin, end) in `s`, which must be valid UTF-8 (callers sanitize
-  // first, which is what makes PCRE2_NO_UTF_CHECK safe).
+  // first, which is what makes PCRE2_NO_UTF_CHECK safe). As Oniguruma's find_iter (HF's engine)
+  // gives them: an empty match right where the previous match ended is skipped.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view s) const;
 
   // Whether the pattern matches starting exactly at `pos`.
@@ -43,5 +48,32 @@ class Regex {
 
   pcre2_code* code_ = nullptr;
 };
+
+// A range of a text and whether a pattern matched it.
+struct MatchSpan {
+  size_t begin, end;
+  bool match;
+};
+
+// A pattern of tokenizer.json: {"Regex": ...} in Oniguruma's syntax or {"String": ...}, a
+// literal (never empty).
+struct TextPattern {
+  std::shared_ptr<const Regex> regex;  // null for a literal
+  std::string literal;
+  // HF's Pattern::find_matches: the whole of `s` as contiguous spans, matches and the text
+  // between them ([{0, 0, false}] for an empty s).
+  std::vector<MatchSpan> find_matches(std::string_view s) const;
+};
+
+struct JsonFile;
+// The pattern at `json_path` of the file; one that is neither form, an empty literal, or a regex
+// that does not compile is refused there.
+TextPattern read_pattern(const JsonFile& f, const nlohmann::json& p, const std::string& json_path);
+
+// How HF's NormalizedString::split treats the matches.
+enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+
+// The pieces that split leaves of the spans (their `match` now says: removed).
+std::vector<MatchSpan> split_by_behavior(const std::vector<MatchSpan>& spans, SplitBehavior behavior);
 
 }  // namespace quartet

@@ -1,7 +1,8 @@
 #pragma once
-// Tokenizers without Python: Hugging Face tokenizer.json with a byte-level BPE model (GPT-2,
-// Llama-3 and Qwen style: a pre-tokenizer split pattern, merges, added and special tokens),
-// and a small character vocabulary for the built-in demo tasks.
+// Tokenizers without Python: Hugging Face tokenizer.json with a BPE model, byte-level (GPT-2,
+// Llama-3, Qwen) or SentencePiece-style (Llama-2, Mistral, Gemma: Metaspace, byte fallback),
+// encoded and decoded as the `tokenizers` library does; and a small character vocabulary for the
+// built-in demo tasks.
 //
 // Text is UTF-8. Invalid UTF-8 given to an HF tokenizer's encode is read as Python's
 // bytes.decode(errors="replace") would: each maximal ill-formed subsequence becomes U+FFFD.
@@ -30,22 +31,22 @@ class Tokenizer {
   std::optional<int64_t> bos_id, eos_id, pad_id;
 };
 
-// Reads a Hugging Face tokenizer.json; an unsupported model, pre-tokenizer or normalizer is
-// refused by name (quartet::Error naming the file and the JSON path). Supported: model BPE
-// (merges as "a b" or ["a", "b"], ignore_merges); normalizer null or NFC; pre-tokenizer
-// ByteLevel, Split (Regex or String pattern, every behavior, invert) or a Sequence of them;
-// post-processor ByteLevel, TemplateProcessing (single sequence) or a Sequence of them;
-// decoder ByteLevel. bos_id is set when the template puts one special token before the text.
+// Reads a Hugging Face tokenizer.json; anything it does not support is refused by name
+// (quartet::Error naming the file and the JSON path). Supported (docs/tokenizers.md):
+//   model           BPE (merges as "a b" or ["a", "b"]; ignore_merges, byte_fallback, unk_token,
+//                   fuse_unk)
+//   added_tokens    with special, lstrip, rstrip, single_word and normalized
+//   normalizer      null, Prepend, Replace (String or Regex), NFC, NFKC, or a Sequence of them
+//   pre_tokenizer   null, ByteLevel, Split (Regex or String, every behavior, invert), Metaspace
+//                   (prepend_scheme always / first / never, split), or a Sequence of them
+//   post_processor  null, ByteLevel, TemplateProcessing (its single template), or a Sequence
+//   decoder         null, ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, or a Sequence
+// bos_id is set when the template puts one special token before the text.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path);
 // The tokenizer of a model directory (its tokenizer.json; bos/eos/pad from
 // tokenizer_config.json (a token string or {"content": ...}) or else config.json's
 // *_token_id (the first, when it is a list)).
 std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& model_dir);
-
-// Whether an NFC normalizer (Qwen2) can normalize any text: true when quartet is built with ICU.
-// Without it, text already in NFC (the quick check of UAX #15 proves it: nearly all text) is
-// encoded and any other text is refused with a quartet::Error.
-bool full_nfc_available();
 
 // One token per character of `alphabet` (UTF-8 characters), after the special tokens
 // (e.g. {"<pad>", "<bos>", "<eos>"}), which take ids 0, 1, 2, ... in that order. Specials named

@@ -10,7 +10,10 @@
 
 #include "quartet/model/added_tokens.hpp"
 #include "quartet/model/bpe.hpp"
+#include "quartet/model/decoders.hpp"
+#include "quartet/model/normalizers.hpp"
 #include "quartet/model/pre_tokenizer.hpp"
+#include "quartet/model/template_processing.hpp"
 
 namespace quartet {
 
@@ -18,13 +21,12 @@ struct TokenizerJson {
   std::string path;
   std::unique_ptr<BpeModel> bpe;
   std::vector<AddedToken> added;  // in the file's order, each id once
-  bool nfc = false;               // the normalizer is NFC (or a Sequence of NFC)
+  Normalizer normalizer;
   std::vector<PreTokenizerStep> pre_steps;
-  // Post-processor for one sequence: the ids before and after it (TemplateProcessing).
-  std::vector<int64_t> template_before, template_after;
+  PostProcessor post;
   // The one special token the template puts before the text, when there is one.
   std::optional<int64_t> bos_id;
-  bool byte_level_decoder = false;
+  Decoder decoder;
 };
 
 TokenizerJson read_tokenizer_json(const std::string& path);
