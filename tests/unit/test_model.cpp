@@ -1034,6 +1034,51 @@ TEST(SlidingWindow, TheWindowIsWhatTheReferencesTest) {
   }
 }
 
+// The same for Qwen3's q_norm and k_norm, and for llama3 rope scaling: the reference model
+// without them (as a Llama without the norm tensors; with the default rope) is far from HF,
+// so parity shows that they are implemented.
+TEST(FamilyFeatures, TheNormsAndTheRopeScalingAreWhatTheReferencesTest) {
+  ASSERT_GE(reference_names().size(), kExpectedModels);
+  struct Case {
+    std::string name;
+    std::function<void(nlohmann::json&)> edit;
+    bool drop_norms;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3_causal_lm", [](nlohmann::json& c) { c["model_type"] = "llama"; c["architectures"] = {"LlamaForCausalLM"}; },
+       true},
+      {"llama_rope_llama3_causal_lm", [](nlohmann::json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}}; },
+       false},
+      {"llama_rope_llama3_long_causal_lm",
+       [](nlohmann::json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}}; }, false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Reference ref(c.name);
+    auto cfg = read_json(ref.dir + "/config.json");
+    c.edit(cfg);
+    TempDir tmp(c.name + "_without");
+    std::ofstream(tmp / "config.json") << cfg.dump(2);
+    quartet::SafetensorsFile f(ref.dir + "/model.safetensors");
+    quartet::NamedTensors tensors;
+    size_t dropped = 0;
+    for (const auto& e : f.entries()) {
+      const bool norm = e.name.find("q_norm") != std::string::npos || e.name.find("k_norm") != std::string::npos;
+      if (c.drop_norms && norm) {
+        ++dropped;
+        continue;
+      }
+      tensors.emplace_back(e.name, f.get(e.name));
+    }
+    if (c.drop_norms) EXPECT_EQ(dropped, 4u);  // two layers, q and k
+    quartet::save_safetensors(tmp / "model.safetensors", tensors);
+    auto with = ref.load(), without = ref.load(tmp.str());
+    const auto ids = ref.get("input_ids"), mask = ref.get("attention_mask");
+    const auto hf = real_positions(ref.get("logits"), mask);
+    EXPECT_TRUE(close(real_positions(forward(with, ids, mask), mask), hf));
+    EXPECT_GT(relative_error(real_positions(forward(without, ids, mask), mask), hf), 100 * kRelTol);
+  }
+}
+
 TEST(SlidingWindow, ConfigKeys) {
   ASSERT_GE(reference_names().size(), kExpectedModels);
   using quartet::ModelConfig;
