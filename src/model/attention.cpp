@@ -166,8 +166,8 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
   torch::Tensor q, k;
   auto v = heads.narrow(1, v_at, nkv);
   if (s.sin_signed.defined() && k_at == q_at + nh) {
-    auto qk = heads.narrow(1, q_at, nh + nkv);
-    if (c_.qk_norm) qk = torch::cat({norm_q(heads.narrow(1, q_at, nh)), norm_k(heads.narrow(1, k_at, nkv))}, 1);
+    auto qk = c_.qk_norm ? torch::cat({norm_q(heads.narrow(1, q_at, nh)), norm_k(heads.narrow(1, k_at, nkv))}, 1)
+                         : heads.narrow(1, q_at, nh + nkv);
     auto rot = qk * s.cos + qk.index_select(3, s.swap_halves) * s.sin_signed;
     q = rot.narrow(1, 0, nh);
     k = rot.narrow(1, nh, nkv);
