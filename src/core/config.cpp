@@ -103,7 +103,7 @@ void add_model_keys(po::options_description& d) {
     std::string sec = std::string("model.") + role;
     auto key = [&](const char* k) { return sec + "." + k; };
     d.add_options()
-        (key("path").c_str(), po::value<std::string>()->default_value(""), "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); hf:ORG/NAME[@REVISION] (that model in the local hub cache, model.hub_cache); random:FILE.json (that config, random weights); random:<family> (llama | gpt2 | gptj | gpt_neox, sized by the keys below)")
+        (key("path").c_str(), po::value<std::string>()->default_value(""), (std::string("Hugging Face model directory (config.json, *.safetensors, tokenizer.json); hf:ORG/NAME[@REVISION] (that model in the local hub cache, model.hub_cache); random:FILE.json (that config, random weights); random:<family> (") + kRandomFamilies + ", sized by the keys below)").c_str())
         (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add)")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
         (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
@@ -113,6 +113,8 @@ void add_model_keys(po::options_description& d) {
         (key("ffn").c_str(), po::value<int>()->default_value(m.ffn), "random:<family>: MLP width (0 = the family's default)")
         (key("vocab").c_str(), po::value<int>()->default_value(m.vocab), "random:<family>: vocabulary (0 = the tokenizer's)")
         (key("max_positions").c_str(), po::value<int>()->default_value(m.max_positions), "random:<family>: longest sequence")
+        (key("head_dim").c_str(), po::value<int>()->default_value(m.head_dim), "random:llama | mistral | qwen3: width of each attention head (0 = hidden / heads)")
+        (key("sliding_window").c_str(), po::value<int>()->default_value(m.sliding_window), "random:mistral | qwen3: sliding-window attention in every layer, each token seeing itself and the sliding_window - 1 tokens before it (0 = none)")
         (key("checkpointing").c_str(), po::value<bool>()->default_value(m.checkpointing), "activation checkpointing per block (true | false)")
         (key("reshard_after_forward").c_str(), po::value<bool>()->default_value(m.reshard_after_forward), "trained roles: free each block's gathered parameters after its forward (true) or keep them until the optimizer step (false: one all-gather per block and step, the whole model gathered)")
         (key("offload_optimizer").c_str(), po::value<bool>()->default_value(m.offload_optimizer), "master weights and AdamW moments in pinned host memory, step on the CPU")
@@ -276,6 +278,12 @@ double parse_duration(const std::string& text) {
   return total;
 }
 
+bool is_random_family(const std::string& family) {
+  for (const char* f : {"llama", "mistral", "qwen3", "gpt2", "gptj", "gpt_neox"})
+    if (family == f) return true;
+  return false;
+}
+
 namespace {
 
 // Each section's keys, typed and range-checked; a DeckError names the key and its line.
@@ -363,22 +371,32 @@ ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
   const std::string random = "random:";
   if (m.path.rfind(random, 0) == 0) {
     const std::string what = m.path.substr(random.size());
-    const bool family = what == "llama" || what == "gpt2" || what == "gptj" || what == "gpt_neox";
-    if (!family && !is_regular_file(what))
-      deck.fail(sec + "path", "is '" + m.path + "': after random: comes a family (llama | gpt2 | "
-                              "gptj | gpt_neox) or a readable config.json, and '" + what + "' is neither");
+    if (!is_random_family(what) && !is_regular_file(what))
+      deck.fail(sec + "path", "is '" + m.path + "': after random: comes a family (" + kRandomFamilies +
+                                  ") or a readable config.json, and '" + what + "' is neither");
   } else if (!m.path.empty() && !is_directory(m.path)) {
     deck.fail(sec + "path", "is '" + m.path + "', which is not a directory");
   }
   struct { const char* key; int* value; int min; } sizes[] = {
       {"hidden", &m.hidden, 1}, {"layers", &m.layers, 1}, {"heads", &m.heads, 1},
       {"kv_heads", &m.kv_heads, 0}, {"ffn", &m.ffn, 0}, {"vocab", &m.vocab, 0},
-      {"max_positions", &m.max_positions, 1}};
+      {"max_positions", &m.max_positions, 1}, {"head_dim", &m.head_dim, 0}, {"sliding_window", &m.sliding_window, 0}};
   for (auto& s : sizes) {
     *s.value = deck.get<int>(sec + s.key);
     if (*s.value < s.min) deck.fail(sec + s.key, "must be at least " + std::to_string(s.min));
   }
-  if (m.hidden % m.heads != 0) deck.fail(sec + "heads", "must divide " + sec + "hidden");
+  // A random family that has no such setting is refused rather than built without it.
+  const std::string family = m.path.rfind(random, 0) == 0 ? m.path.substr(random.size()) : "";
+  if (is_random_family(family)) {
+    const bool llama_shaped = family == "llama" || family == "mistral" || family == "qwen3";
+    if (m.head_dim && !llama_shaped)
+      deck.fail(sec + "head_dim", "is " + std::to_string(m.head_dim) + ", but " + m.path +
+                                      " has heads of hidden / heads (head_dim is for random:llama | mistral | qwen3)");
+    if (m.sliding_window && family != "mistral" && family != "qwen3")
+      deck.fail(sec + "sliding_window", "is " + std::to_string(m.sliding_window) + ", but " + m.path +
+                                            " has no sliding-window attention (random:mistral | qwen3 have)");
+  }
+  if (m.head_dim == 0 && m.hidden % m.heads != 0) deck.fail(sec + "heads", "must divide " + sec + "hidden");
   if (m.kv_heads && m.heads % m.kv_heads != 0) deck.fail(sec + "kv_heads", "must divide " + sec + "heads");
   m.checkpointing = deck.get<bool>(sec + "checkpointing");
   m.reshard_after_forward = deck.get<bool>(sec + "reshard_after_forward");

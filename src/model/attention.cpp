@@ -16,12 +16,18 @@ AttentionImpl::AttentionImpl(const ModelConfig& c, const Build& b) : c_(c) {
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   switch (c.family) {
     case Family::llama: {
-      const bool llama_bias = c.model_type == "llama" && c.attention_bias;
-      const bool qkv_bias = c.model_type == "qwen2" || llama_bias;
+      // Llama's and Qwen3's attention_bias: q, k, v and o; Qwen2: q, k and v always.
+      const bool all_bias = (c.model_type == "llama" || c.model_type == "qwen3") && c.attention_bias;
+      const bool qkv_bias = c.model_type == "qwen2" || all_bias;
       q_ = register_module("q_proj", Dense(h, qd, qkv_bias, b));
       k_ = register_module("k_proj", Dense(h, kvd, qkv_bias, b));
       v_ = register_module("v_proj", Dense(h, kvd, qkv_bias, b));
-      o_ = register_module("o_proj", Dense(qd, h, llama_bias, b));
+      o_ = register_module("o_proj", Dense(qd, h, all_bias, b));
+      // After o_proj, as HF registers them: q, k and v stay adjacent in the packed block.
+      if (c.qk_norm) {
+        q_norm_ = register_module("q_norm", Norm(c.head_dim, c.norm_eps, true, b));
+        k_norm_ = register_module("k_norm", Norm(c.head_dim, c.norm_eps, true, b));
+      }
       break;
     }
     case Family::gpt2:
@@ -66,8 +72,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
     if (c_.family == Family::llama && x.is_cuda() && !q_->bias.defined() && packed_products_enabled())
       qkv = packed_linear(x, {q_->weight, k_->weight, v_->weight}, /*split=*/true);
     if (qkv.empty()) qkv = {q_(x), k_(x), v_(x)};
-    q = qkv[0].view({B, T, nh, hd}).transpose(1, 2);
-    k = qkv[1].view({B, T, nkv, hd}).transpose(1, 2);
+    q = norm_q(qkv[0].view({B, T, nh, hd})).transpose(1, 2);
+    k = norm_k(qkv[1].view({B, T, nkv, hd})).transpose(1, 2);
     v = qkv[2].view({B, T, nkv, hd}).transpose(1, 2);
   }
   if (s.cos.defined()) {
@@ -115,6 +121,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
   return project_out(out);
 }
 
+torch::Tensor AttentionImpl::norm_q(const torch::Tensor& q) { return q_norm_ ? q_norm_(q) : q; }
+
+torch::Tensor AttentionImpl::norm_k(const torch::Tensor& k) { return k_norm_ ? k_norm_(k) : k; }
+
 torch::Tensor AttentionImpl::project_out(const torch::Tensor& out) {
   return c_.family == Family::gpt2 ? c_proj_(out) : o_(out);
 }
@@ -132,7 +142,9 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
     }
   }
   if (!w.defined()) return {};
-  if (c_.family == Family::llama && s.sin_signed.defined() && decode_kernels_for(x)) {
+  // The fused kernels rotate the projections as they come: not for Qwen3, whose heads are
+  // normalised first (below, on ATen's operations).
+  if (c_.family == Family::llama && !c_.qk_norm && s.sin_signed.defined() && decode_kernels_for(x)) {
     // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
     // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
     auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
@@ -154,13 +166,14 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
   torch::Tensor q, k;
   auto v = heads.narrow(1, v_at, nkv);
   if (s.sin_signed.defined() && k_at == q_at + nh) {
-    auto qk = heads.narrow(1, q_at, nh + nkv);
+    auto qk = c_.qk_norm ? torch::cat({norm_q(heads.narrow(1, q_at, nh)), norm_k(heads.narrow(1, k_at, nkv))}, 1)
+                         : heads.narrow(1, q_at, nh + nkv);
     auto rot = qk * s.cos + qk.index_select(3, s.swap_halves) * s.sin_signed;
     q = rot.narrow(1, 0, nh);
     k = rot.narrow(1, nh, nkv);
   } else {
-    q = heads.narrow(1, q_at, nh);
-    k = heads.narrow(1, k_at, nkv);
+    q = norm_q(heads.narrow(1, q_at, nh));
+    k = norm_k(heads.narrow(1, k_at, nkv));
     if (s.cos.defined()) {
       const bool interleaved = c_.family == Family::gptj;
       q = apply_rotary(q, s.cos, s.sin, interleaved);

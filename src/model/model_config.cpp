@@ -15,7 +15,7 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* kSupportedTypes = "llama, mistral, qwen2, gpt2, gptj, gpt_neox";
+const char* kSupportedTypes = "llama, mistral, qwen2, qwen3, gpt2, gptj, gpt_neox";
 
 // A config.json and its name, so that every refusal names the file and the key.
 struct Reader {
@@ -91,6 +91,7 @@ bool architectures_of(const std::string& model_type, Architectures& out) {
   if (model_type == "llama") out = {"LlamaForCausalLM", "LlamaForTokenClassification", "LlamaForSequenceClassification"};
   else if (model_type == "mistral") out = {"MistralForCausalLM", "MistralForTokenClassification", "MistralForSequenceClassification"};
   else if (model_type == "qwen2") out = {"Qwen2ForCausalLM", "Qwen2ForTokenClassification", "Qwen2ForSequenceClassification"};
+  else if (model_type == "qwen3") out = {"Qwen3ForCausalLM", "Qwen3ForTokenClassification", "Qwen3ForSequenceClassification"};
   else if (model_type == "gpt2") out = {"GPT2LMHeadModel", "GPT2ForTokenClassification", "GPT2ForSequenceClassification"};
   else if (model_type == "gptj") out = {"GPTJForCausalLM", "GPTJForTokenClassification", "GPTJForSequenceClassification"};
   else if (model_type == "gpt_neox") out = {"GPTNeoXForCausalLM", "GPTNeoXForTokenClassification", "GPTNeoXForSequenceClassification"};
@@ -106,6 +107,11 @@ void read_rope(const Reader& r, ModelConfig& c, double default_theta, const char
   else if (r.present("rope_scaling")) rp = r.j.at("rope_scaling");
   const std::string key = r.present("rope_parameters") ? "rope_parameters" : "rope_scaling";
   if (!rp.is_object()) r.bad(key, "must be an object, got " + rp.dump());
+  // transformers reads a dict keyed by layer types as one rope per kind of layer (Gemma 3's
+  // shape); quartet has one rope for every layer.
+  for (const char* lt : {"full_attention", "sliding_attention", "chunked_attention"})
+    if (rp.contains(lt))
+      r.bad(key + "." + lt, "is a rope per layer type, which is not supported (one rope for every layer)");
   Reader sub{rp, r.name};
 
   double theta = default_theta;
@@ -114,6 +120,7 @@ void read_rope(const Reader& r, ModelConfig& c, double default_theta, const char
   c.rope_theta = sub.opt_double("rope_theta", theta);
 
   std::string type = sub.opt_string("rope_type", sub.opt_string("type", "default"));
+  const std::string type_key = key + (sub.present("rope_type") || !sub.present("type") ? ".rope_type" : ".type");
   RopeScaling s;
   if (type == "default") {
     s.type = "none";
@@ -126,13 +133,16 @@ void read_rope(const Reader& r, ModelConfig& c, double default_theta, const char
         if (!sub.present(k)) r.bad(key + "." + k, "is missing (rope type 'llama3')");
       s.low_freq_factor = sub.opt_double("low_freq_factor", 1.0);
       s.high_freq_factor = sub.opt_double("high_freq_factor", 4.0);
-      s.original_max_positions = sub.opt_int(
-          "original_max_position_embeddings", r.opt_int("original_max_position_embeddings", c.max_positions));
+      // A top-level original_max_position_embeddings wins over the rope's own, as in
+      // transformers' standardize_rope_params; absent from both, max_position_embeddings.
+      s.original_max_positions = r.present("original_max_position_embeddings")
+                                     ? r.opt_int("original_max_position_embeddings", 0)
+                                     : sub.opt_int("original_max_position_embeddings", c.max_positions);
     } else {
       s.original_max_positions = c.max_positions;
     }
   } else {
-    r.bad(key + ".rope_type", "'" + type + "' is not supported (default, linear, dynamic, llama3)");
+    r.bad(type_key, "'" + type + "' is not supported (default, linear, dynamic, llama3)");
   }
   c.rope_scaling = s;
 
@@ -172,10 +182,11 @@ int64_t read_window(const Reader& r, int64_t absent_default) {
   return w;
 }
 
-// Qwen2Config (transformers 5): the window counts only with use_sliding_window (default 4096);
-// layer_types names each layer's attention, and without it the layers from max_window_layers
-// (default 28) on slide. A sliding layer without a window is refused, as transformers does.
-void read_qwen2_window(const Reader& r, ModelConfig& c) {
+// Qwen2Config and Qwen3Config (transformers 5) alike: the window counts only with
+// use_sliding_window (default 4096); layer_types names each layer's attention, and without it
+// the layers from max_window_layers (default 28) on slide. A sliding layer without a window is
+// refused, as transformers does.
+void read_qwen_window(const Reader& r, ModelConfig& c) {
   const bool use = r.opt_bool("use_sliding_window", false);
   c.sliding_window = use ? read_window(r, 4096) : 0;
   // One flag per layer, before complete() has checked the count.
@@ -245,11 +256,12 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   }
 
   const std::string& t = c.model_type;
-  if (t == "llama" || t == "mistral" || t == "qwen2") {
+  if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3") {
     c.family = Family::llama;
     read_common_dims(r, c);
-    c.num_kv_heads = r.opt_int("num_key_value_heads", c.num_heads);
-    c.head_dim = r.opt_int("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+    // Qwen3Config's defaults where a key is absent: 32 key/value heads, head_dim 128.
+    c.num_kv_heads = r.opt_int("num_key_value_heads", t == "qwen3" ? 32 : c.num_heads);
+    c.head_dim = r.opt_int("head_dim", t == "qwen3" ? 128 : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
     c.max_positions = r.opt_int("max_position_embeddings",
                                 t == "llama" ? 2048 : t == "mistral" ? 4096 * 32 : 32768);
     c.norm_eps = r.opt_double("rms_norm_eps", 1e-6);
@@ -259,13 +271,15 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     if (t == "llama") {
       c.attention_bias = r.opt_bool("attention_bias", false);
       c.mlp_bias = r.opt_bool("mlp_bias", false);
+    } else if (t == "qwen3") {
+      c.attention_bias = r.opt_bool("attention_bias", false);  // q, k, v and o, as Llama's
     } else {
       c.attention_bias = (t == "qwen2");  // Qwen2: q/k/v biases always, o_proj none; Mistral: none
     }
     // MistralModel slides every layer when sliding_window is set (4096 when the key is absent)
     // and ignores layer_types; complete() marks the layers.
     if (t == "mistral") c.sliding_window = read_window(r, 4096);
-    if (t == "qwen2") read_qwen2_window(r, c);
+    if (t == "qwen2" || t == "qwen3") read_qwen_window(r, c);
     c.bos_token_id = r.opt_token("bos_token_id");
     c.eos_token_id = r.opt_token("eos_token_id");
     read_rope(r, c, 10000.0, nullptr);
@@ -381,10 +395,12 @@ void ModelConfig::complete(const std::string& name) {
   Architectures arch{};
   need(architectures_of(model_type, arch),
        "model_type '" + model_type + "' is not supported (" + kSupportedTypes + ")");
-  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") family = Family::llama;
+  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3")
+    family = Family::llama;
   else if (model_type == "gpt2") family = Family::gpt2;
   else if (model_type == "gptj") family = Family::gptj;
   else family = Family::gpt_neox;
+  qk_norm = model_type == "qwen3";
 
   need(vocab_size > 0, "vocab_size must be positive");
   need(hidden_size > 0, "hidden_size must be positive");
@@ -435,8 +451,8 @@ void ModelConfig::complete(const std::string& name) {
   }
   if (rt == "dynamic" && rope_scaling.original_max_positions == 0) rope_scaling.original_max_positions = max_positions;
   need(sliding_window >= 0, "sliding_window must be positive (0 = no window)");
-  need(sliding_window == 0 || model_type == "mistral" || model_type == "qwen2",
-       "sliding-window attention exists only for mistral and qwen2 models");
+  need(sliding_window == 0 || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3",
+       "sliding-window attention exists only for mistral, qwen2 and qwen3 models");
   if (sliding_layers.empty()) sliding_layers.assign(static_cast<size_t>(num_layers), sliding_window > 0);
   need(static_cast<int64_t>(sliding_layers.size()) == num_layers,
        "sliding_layers has " + std::to_string(sliding_layers.size()) + " entries for " +
@@ -445,7 +461,7 @@ void ModelConfig::complete(const std::string& name) {
     need(!s || sliding_window > 0, "a layer is marked sliding but sliding_window is 0");
     // MistralModel builds one mask for all layers: every layer slides or none does.
     need(model_type != "mistral" || s == (sliding_window > 0),
-         "mistral slides every layer when it has a sliding_window (per-layer windows are qwen2's)");
+         "mistral slides every layer when it has a sliding_window (per-layer windows are qwen2's and qwen3's)");
   }
   if (family == Family::gptj) parallel_residual = true;
   if (family == Family::gpt2) parallel_residual = false;
@@ -489,9 +505,10 @@ std::string ModelConfig::to_json(const std::string& architecture_name, const std
       j["attention_bias"] = attention_bias;
       j["mlp_bias"] = mlp_bias;
     }
+    if (model_type == "qwen3") j["attention_bias"] = attention_bias;
     const json window = sliding_window > 0 ? json(sliding_window) : json(nullptr);
     if (model_type == "mistral") j["sliding_window"] = window;
-    if (model_type == "qwen2") {
+    if (model_type == "qwen2" || model_type == "qwen3") {
       // layer_types is what transformers 5 reads; max_window_layers (the first sliding layer)
       // is what older versions read, right whenever the sliding layers are the last ones.
       int64_t first = num_layers;

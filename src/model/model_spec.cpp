@@ -102,9 +102,12 @@ ModelSpec resolve_model(const Config& config, Role role) {
     if (m.path.rfind(random, 0) == 0) {
       spec.random = true;
       const std::string what = m.path.substr(random.size());
-      if (what == "llama" || what == "gpt2" || what == "gptj" || what == "gpt_neox") {
+      if (is_random_family(what)) {
+        const bool llama_shaped = what == "llama" || what == "mistral" || what == "qwen3";
         ModelConfig c;
         c.model_type = what;
+        c.head_dim = m.head_dim;              // 0 = hidden / heads
+        c.sliding_window = m.sliding_window;  // mistral, qwen3: every layer (config.cpp refuses others)
         c.hidden_size = m.hidden;
         c.num_layers = m.layers;
         c.num_heads = m.heads;
@@ -113,7 +116,7 @@ ModelSpec resolve_model(const Config& config, Role role) {
         // Family defaults for the MLP width: SwiGLU (llama) 8/3 * hidden rounded up to a
         // multiple of 64, as Llama sizes do (roughly); GPT-shaped models 4 * hidden.
         if (m.ffn > 0) c.intermediate_size = m.ffn;
-        else if (what == "llama") c.intermediate_size = (8 * m.hidden / 3 + 63) / 64 * 64;
+        else if (llama_shaped) c.intermediate_size = (8 * m.hidden / 3 + 63) / 64 * 64;
         else c.intermediate_size = 4 * m.hidden;
         if (what == "gpt2") {
           c.activation = "gelu_new";
@@ -124,7 +127,7 @@ ModelSpec resolve_model(const Config& config, Role role) {
           c.activation = "gelu";
           c.parallel_residual = true;
         }
-        if (what != "llama") c.norm_eps = 1e-5;
+        if (!llama_shaped) c.norm_eps = 1e-5;
         if (m.vocab > 0) {
           c.vocab_size = m.vocab;
         } else {

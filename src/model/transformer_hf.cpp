@@ -22,6 +22,7 @@ std::string architecture_name(const ModelConfig& c, Head head) {
   if (c.model_type == "llama") prefix = "Llama";
   else if (c.model_type == "mistral") prefix = "Mistral";
   else if (c.model_type == "qwen2") prefix = "Qwen2";
+  else if (c.model_type == "qwen3") prefix = "Qwen3";
   else if (c.model_type == "gpt2") prefix = "GPT2";
   else if (c.model_type == "gptj") prefix = "GPTJ";
   else if (c.model_type == "gpt_neox") prefix = "GPTNeoX";

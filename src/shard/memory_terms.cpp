@@ -14,7 +14,8 @@ namespace estimate {
 // attention, which keeps q, k, v, its output and a float32 log-sum-exp per head; Linear keeps
 // its input; LayerNorm/RMSNorm its input, and the next Linear its output):
 //   hidden      [h] in the model dtype        (norm inputs and outputs, the residual sums)
-//   attn_model  [heads * head_dim], dtype     (o_proj's input: a contiguous copy of SDPA's output)
+//   attn_model  [heads * head_dim], dtype     (o_proj's input: a contiguous copy of SDPA's output;
+//               Qwen3's q_norm and k_norm keep their inputs too, counted as two more)
 //   attn_sdpa   [heads * head_dim], attention dtype (SDPA's q, k, v, output; k and v after
 //               repeat_kv; NeoX keeps its fused qkv alive besides the rotated q and k)
 //   mlp         [ffn], dtype                  (SwiGLU: gate, silu(gate), up, their product;
@@ -27,7 +28,7 @@ BlockSaves block_saves(const ModelConfig& c) {
   const bool gelu_new = c.activation == "gelu_new";
   const double gelu_mlp = gelu_new ? 5.0 : 2.0;
   switch (c.family) {
-    case Family::llama: return {4.0, 1.0, 4.0, 4.0};
+    case Family::llama: return {4.0, c.qk_norm ? 3.0 : 1.0, 4.0, 4.0};
     case Family::gpt2: return {4.0, 1.0, 4.0, gelu_mlp};
     case Family::gptj: return {2.0, 1.0, 4.0, gelu_mlp};            // one LayerNorm feeds both branches
     case Family::gpt_neox: return {c.parallel_residual ? 3.0 : 4.0, 1.0, 6.0, gelu_mlp};

@@ -8,6 +8,9 @@ CASE is one of
   gpt2      float16 actor with a Hugging Face tokenizer directory, --dtype float32
   neox      bfloat16 actor and critic
   gptj      actor, and a critic Hugging Face has no class for (checked with quartet alone)
+  qwen3     actor and critic: q/k norms, an explicit head_dim, a sliding layer, q/k/v/o biases
+  mistral   actor with a sliding window shorter than the test batch
+  llama3    actor with Llama 3.1's rope scaling
   refusals  damaged (a flipped byte, a truncated file), incomplete, a role the checkpoint lacks,
             a non-empty --out, bad --dtype / --shard-size, no --out
   inspect   a step, a run directory, a damaged copy
@@ -337,6 +340,42 @@ def case_gptj(env):
     check_quartet_forward(env, d, "token_value", ids, mask, want, "the in-memory critic's values")
 
 
+def case_family(env, name, critic, config_wants):
+    """A family of Hugging Face's Llama-shaped classes: the export's config.json holds what
+    transformers needs to build the same model (config_wants: key -> value), and the export
+    loads in transformers and gives the in-memory model's outputs, and quartet generate's."""
+    builtin = builtin_texts(env)
+    d, _ = env.export(env.run_dir(name), "actor")
+    check_weights(d, env.reference(name, "actor_state.safetensors"))
+    cfg = config_of(d)
+    wrong = {k: (cfg.get(k), v) for k, v in config_wants.items() if cfg.get(k) != v}
+    check(not wrong, f"{name}: config.json says {sorted(config_wants)} as the model has them (differ: {wrong})")
+    model = hf_model(d, "causal_lm")
+    check_against_memory(env, d, name, "actor", model, "causal_lm")
+    tok = check_tokenizer(env, d, [e["text"] for e in builtin], builtin)
+    check_generate(env, d, model, tok)
+    if critic:
+        d, _ = env.export(env.run_dir(name), "critic", "--role", "critic")
+        check_weights(d, env.reference(name, "critic_state.safetensors"))
+        check_against_memory(env, d, name, "critic", hf_model(d, "token_value"), "token_value")
+
+
+def case_qwen3(env):
+    case_family(env, "qwen3", True, {"model_type": "qwen3", "head_dim": 12, "attention_bias": True,
+                                     "use_sliding_window": True, "sliding_window": 4,
+                                     "layer_types": ["full_attention", "sliding_attention"]})
+
+
+def case_mistral(env):
+    case_family(env, "mistral", False, {"model_type": "mistral", "sliding_window": 4})
+
+
+def case_llama3(env):
+    case_family(env, "llama3", False, {"model_type": "llama", "rope_parameters": {
+        "rope_theta": 10000.0, "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}})
+
+
 def expect_refusal(env, what, cmd, *needles):
     rc, out, err = run(cmd)
     text = out + err
@@ -490,6 +529,7 @@ def case_train(env):
 
 
 CASES = {"llama": case_llama, "train": case_train, "gpt2": case_gpt2, "neox": case_neox, "gptj": case_gptj,
+         "qwen3": case_qwen3, "mistral": case_mistral, "llama3": case_llama3,
          "refusals": case_refusals, "inspect": case_inspect}
 
 

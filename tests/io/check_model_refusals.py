@@ -17,6 +17,8 @@ Cases:
              plus new tokens beyond n_positions
   values     eos/pad ids outside the vocabulary (99999, -3, 2^64-1); bytes appended after the
              safetensors data section; rollout.temperature = inf; algorithm.minibatch > batch
+  families   a model_type quartet does not have (gemma3); a rope scaling it does not have (yarn,
+             as transformers 5 writes it and as transformers 4 did)
 """
 import json
 import os
@@ -257,6 +259,18 @@ def main():
     with open(os.path.join(m, "model.safetensors"), "ab") as f:
         f.write(b"\0" * 64)
     cases.append(("bytes after the data section", m, r"model\.safetensors: bytes \[\d+, \d+\) of the data section follow the last tensor", {}))
+    # families and options quartet does not have, named with their key and value
+    m = damaged("model_type_gemma3")
+    edit_config(m, model_type="gemma3", architectures=["Gemma3ForCausalLM"])
+    cases.append(("model_type gemma3", m, r"model_type 'gemma3' is not supported \(llama, mistral, qwen2, qwen3, ", {}))
+    m = damaged("rope_yarn")
+    edit_config(m, rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                    "original_max_position_embeddings": 32})
+    cases.append(("rope_parameters yarn", m, r"rope_parameters\.rope_type 'yarn' is not supported", {}))
+    m = damaged("rope_scaling_yarn_v4")
+    edit_config(m, rope_parameters=None, rope_theta=10000.0,
+                rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})
+    cases.append(("rope_scaling yarn (v4 layout)", m, r"rope_scaling\.type 'yarn' is not supported", {}))
     cases.append(("rollout.temperature = inf", llama, r"rollout\.temperature is inf: expected a finite number",
                   {"rollout.temperature": "inf"}))
     for case, model, pattern, extra in cases:

@@ -16,6 +16,11 @@
 //   gpt2    GPT-2 actor only (tied embeddings), float16, TOKENIZER_DIR's tokenizer, grpo
 //   neox    GPT-NeoX actor + critic, bfloat16, built-in tokenizer
 //   gptj    GPT-J actor + critic, float32 (HF has no GPTJForTokenClassification)
+//   qwen3   Qwen3 actor + critic, float32: q/k norms, head_dim 12 (not hidden / heads), a
+//           window of 4 on layer 1, q/k/v/o biases
+//   mistral Mistral actor, float32, a window of 4 on every layer (the test batches are 9 long)
+//   llama3  Llama actor, float32, Llama 3.1's rope scaling (original_max_position_embeddings 16
+//           of max_position_embeddings 64)
 //
 //   io_make_checkpoints forward MODEL_DIR HEAD IN.h5 OUT.h5
 // loads a Hugging Face directory with quartet (float32, CPU) and writes its output on IN.h5's
@@ -78,9 +83,23 @@ ModelConfig config_of(const RunSpec& s, const Tokenizer& tok) {
   c.pad_token_id = tok.pad_id;
   // Odd widths and partial rotary, so that shapes and rotary dims are not all powers of two.
   const std::string f = s.family;
-  if (f == "llama") {
+  if (f == "llama" || f == "mistral" || f == "qwen3") {
     c.num_kv_heads = 2;
     c.intermediate_size = 44;
+    if (f == "mistral") c.sliding_window = 4;
+    if (f == "qwen3") {
+      c.head_dim = 12;
+      c.attention_bias = true;
+      c.sliding_window = 4;
+      c.sliding_layers = {false, true};
+    }
+    if (std::string(s.name) == "llama3") {
+      c.rope_scaling.type = "llama3";
+      c.rope_scaling.factor = 8;
+      c.rope_scaling.low_freq_factor = 1;
+      c.rope_scaling.high_freq_factor = 4;
+      c.rope_scaling.original_max_positions = 16;
+    }
   } else if (f == "gpt2") {
     c.activation = "gelu_new";
     c.tie_word_embeddings = true;
@@ -351,6 +370,9 @@ int main(int argc, char** argv) {
       {"gpt2", "gpt2", torch::kFloat16, false, true, "grpo"},
       {"neox", "gpt_neox", torch::kBFloat16, true, false, "ppo"},
       {"gptj", "gptj", torch::kFloat32, true, false, "ppo"},
+      {"qwen3", "qwen3", torch::kFloat32, true, false, "ppo"},
+      {"mistral", "mistral", torch::kFloat32, false, false, "grpo"},
+      {"llama3", "llama", torch::kFloat32, false, false, "grpo"},
   };
   int status = 0;
   try {

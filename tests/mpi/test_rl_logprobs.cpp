@@ -2,16 +2,26 @@
 // (rl/experience.hpp SamplingView): only the tokenizer's ids (the first vocab_limit logits) and
 // the logits divided by the temperature. Checked on a small random causal LM against
 // log_softmax written out here, against the model's own distribution (which a narrower
-// vocabulary can only make more likely), and through the micro-batched scoring path.
+// vocabulary can only make more likely), and through the micro-batched scoring path; and on
+// Hugging Face's tiny reference models of every family (fixture: tests/parity/make_models.py),
+// every form of the log-probs against HF's own.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
+#include "quartet/model/safetensors.hpp"
 #include "quartet/rl/experience.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "test_main.hpp"
@@ -213,6 +223,96 @@ TEST_F(RlLogprobs, OnGenerationsCacheAsTheFullPass) {
   model_->release_full();
   // The model must be whole on the rank.
   EXPECT_THROW(score_logprobs_on_cache(*model_, b, g.cache, 0, view), quartet::Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against Hugging Face: the tiny causal LMs of tests/parity/make_models.py (every family, with
+// Mistral's, Qwen2's and Qwen3's sliding windows shorter than the sequences, Qwen3's q/k norms,
+// Llama 3.1's rope scaling), each directory's greedy generation (gen_prompt, gen_tokens) and
+// HF's logits over it (gen_logits).
+// ---------------------------------------------------------------------------------------------
+
+// The causal LM reference directories under $QUARTET_PARITY_DIR/models.
+std::vector<std::string> causal_references() {
+  std::vector<std::string> out;
+  const char* base = std::getenv("QUARTET_PARITY_DIR");
+  if (!base || !*base) return out;
+  const std::string root = std::string(base) + "/models", suffix = "_causal_lm";
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+        out.push_back(root + "/" + n);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// max |a - b| <= 1e-4 max |b| (fp32 against fp32, as tests/unit/test_model.cpp).
+::testing::AssertionResult close_to_hf(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto x = a.detach().to(torch::kDouble), y = b.to(torch::kDouble);
+  const double err = (x - y).abs().max().item<double>(), scale = y.abs().max().item<double>();
+  if (a.sizes() == b.sizes() && err <= 1e-4 * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max|quartet - HF| " << err << " > 1e-4 x max|HF| " << scale << "\n"
+                                       << x << "\n" << y;
+}
+
+// The rollout as the trainer has it: HF's greedy tokens after the left-padded prompt, row 1
+// stopped after 5 actions (padding after it), every row padded to a wider bucket; the log-probs
+// of the real actions from the update's forward (grad, activation checkpointing, attention
+// without a mask: PaddingLayout::around), from the same with the mask, from the scoring path
+// (micro-batches, no grad) and from generation's cache (the prompt not run again) equal HF's
+// (log_softmax of its logits over the same tokens); and backward reaches every unit.
+TEST(RlLogprobsHF, TrainingAndScoringFormsMatchHF) {
+  const auto dirs = causal_references();
+  ASSERT_GE(dirs.size(), 15u) << "the models fixture (tests/parity/make_models.py) wrote too few causal LMs under "
+                                 "$QUARTET_PARITY_DIR/models";
+  auto group = make_mpi_collectives("rl_logprobs_hf", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir);
+    const ModelConfig cfg = ModelConfig::from_json_file(dir + "/config.json");
+    ShardOptions so;
+    so.checkpointing = true;
+    ShardedModel model(cfg, Head::causal_lm, *group, so,
+                       source_from_checkpoint(std::make_shared<SafetensorsCheckpoint>(dir), cfg, Head::causal_lm));
+    SafetensorsFile ref(dir + "/reference.safetensors");
+    const auto prompt = ref.get("gen_prompt"), prompt_mask = ref.get("gen_prompt_mask"), tokens = ref.get("gen_tokens");
+    const int64_t B = prompt.size(0), P = prompt.size(1), A = tokens.size(1), stop = 5, wider = 3;
+    const int64_t pad = cfg.pad_token_id.value_or(0);
+    const auto hf = torch::log_softmax(ref.get("gen_logits").narrow(1, P - 1, A).to(torch::kDouble), -1)
+                        .gather(-1, tokens.unsqueeze(-1))
+                        .squeeze(-1);
+    RolloutBatch b{torch::cat({prompt, tokens}, 1), torch::cat({prompt_mask, torch::ones_like(tokens)}, 1),
+                   torch::ones_like(tokens)};
+    b.sequences[1].narrow(0, P + stop, A - stop).fill_(pad);
+    b.attention_mask[1].narrow(0, P + stop, A - stop).zero_();
+    b.action_mask[1].narrow(0, stop, A - stop).zero_();
+    b = pad_actions(b, A + wider, pad);
+    ASSERT_EQ(padding_layout(b), PaddingLayout::around);
+    const auto real = b.action_mask.narrow(1, 0, A).to(torch::kBool);
+    auto matches = [&](const torch::Tensor& got) { return close_to_hf(got.narrow(1, 0, A).masked_select(real), hf.masked_select(real)); };
+    const SamplingView view{0, 1.0};
+    {
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(matches(score_logprobs(model, b, 2, view))) << "scoring (micro-batches of 2)";
+      model.gather_full();
+      KVCache cache = model.module()->make_cache(B, P + A + wider);
+      (void)model.module()->next_token_logits(prompt, prompt_mask, &cache);
+      EXPECT_TRUE(matches(score_logprobs_on_cache(model, b, cache, 0, view))) << "scoring on generation's cache";
+      model.release_full();
+    }
+    EXPECT_TRUE(matches(action_logprobs(model, b, view, nullptr, PaddingLayout::anywhere).detach())) << "with the mask";
+    const auto logp = action_logprobs(model, b, view, nullptr, PaddingLayout::around);
+    EXPECT_TRUE(matches(logp)) << "the update's forward";
+    model.backward(-(logp * b.action_mask.to(logp.scalar_type())).sum());
+    const auto& grads = model.grad_shards();
+    for (size_t u = 0; u < grads.size(); ++u) {
+      const double norm = grads[u].norm().item<double>();
+      EXPECT_TRUE(std::isfinite(norm) && norm > 0) << "unit " << u << ": gradient norm " << norm;
+    }
+  }
 }
 
 }  // namespace

@@ -36,11 +36,20 @@ ModelConfig config_of(const Case& c) {
   m.hidden_size = 24;
   m.num_layers = 3;
   m.num_heads = 4;
-  m.num_kv_heads = std::string(c.model_type) == "llama" ? 2 : 4;
+  const std::string type = c.model_type;
+  const bool llama_shaped = type == "llama" || type == "mistral" || type == "qwen3";
+  m.num_kv_heads = llama_shaped ? 2 : 4;
   m.intermediate_size = 37;
   m.max_positions = 64;
   m.tie_word_embeddings = c.tied;
-  m.activation = std::string(c.model_type) == "llama" ? "silu" : "gelu_new";
+  m.activation = llama_shaped ? "silu" : "gelu_new";
+  // Windows shorter than the test batches (11 tokens); Qwen3's q/k norms over heads of 10.
+  if (type == "mistral") m.sliding_window = 4;
+  if (type == "qwen3") {
+    m.head_dim = 10;
+    m.sliding_window = 5;
+    m.sliding_layers = {false, true, true};
+  }
   m.complete("test config");
   return m;
 }
@@ -310,6 +319,8 @@ const Case kCases[] = {
     // Blocks kept gathered from forward to backward, with and without recomputation.
     {"llama_kept", "llama", Head::causal_lm, false, false, false, false, false},
     {"neox_value_checkpointed_kept", "gpt_neox", Head::token_value, false, true, false, false, false},
+    {"qwen3_tied_checkpointed", "qwen3", Head::causal_lm, true, true, false, false},
+    {"mistral_value", "mistral", Head::token_value, false, false, false, false},
 };
 
 std::vector<std::string> backends() {

@@ -1,23 +1,35 @@
 # `quartet generate` end to end against Hugging Face (tests/mpi/CMakeLists.txt registers it):
 # run it under mpirun on the reference model, then check tokens, text and logits in Python.
-# Variables: MPIRUN (words joined by '|'), QUARTET, PYTHON, SOURCE_DIR, DIR (the fixture's).
+# Variables: MPIRUN (words joined by '|'), QUARTET, PYTHON, SOURCE_DIR, DIR (the fixture's);
+# FAMILIES (optional): the reference is in DIR/<family> for each, and has no expected_min.jsonl.
 string(REPLACE "|" ";" MPIRUN "${MPIRUN}")
-file(REMOVE_RECURSE ${DIR}/out)
-execute_process(
-  COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
-          --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
-          --set run.out=${DIR}/out --logits ${DIR}/out/logits.h5
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "quartet generate exited with ${rc}")
+
+function(generate_matches MODEL_DIR)
+  file(REMOVE_RECURSE ${MODEL_DIR}/out)
+  execute_process(
+    COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
+            --set model.actor.path=${MODEL_DIR}/model --set rollout.prompts=${MODEL_DIR}/prompts.jsonl
+            --set run.out=${MODEL_DIR}/out --logits ${MODEL_DIR}/out/logits.h5
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "quartet generate on ${MODEL_DIR} exited with ${rc}")
+  endif()
+  execute_process(
+    COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${MODEL_DIR}/expected.jsonl
+            ${MODEL_DIR}/out/generations.jsonl ${MODEL_DIR}/model ${MODEL_DIR}/out/logits.h5
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "generations or logits of ${MODEL_DIR} differ from Hugging Face")
+  endif()
+endfunction()
+
+if(FAMILIES)
+  foreach(family ${FAMILIES})
+    generate_matches(${DIR}/${family})
+  endforeach()
+  return()
 endif()
-execute_process(
-  COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected.jsonl
-          ${DIR}/out/generations.jsonl ${DIR}/model ${DIR}/out/logits.h5
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generations or logits differ from Hugging Face")
-endif()
+generate_matches(${DIR})
 # Stop tokens with min_new_tokens (make_generate_model.py's STOPS and MIN_NEW_TOKENS): until then
 # no stop token may be picked, as in HF's min_new_tokens.
 file(REMOVE_RECURSE ${DIR}/out_min)

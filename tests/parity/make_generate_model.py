@@ -6,6 +6,12 @@ writes OUT_DIR/model/ (config.json, model.safetensors, tokenizer.json, tokenizer
 OUT_DIR/prompts.jsonl and OUT_DIR/expected.jsonl ({"index", "completion", "tokens"} per prompt),
 and OUT_DIR/expected_min.jsonl: the same with the stop tokens STOPS and min_new_tokens=MIN_NEW_TOKENS
 (HF masks every EOS id until then; quartet's rollout.min_new_tokens must do the same).
+
+    python make_generate_model.py OUT_DIR --families
+writes the same (without expected_min.jsonl) for each of FAMILIES under OUT_DIR/<family>/: Qwen3
+(q/k norms, head_dim 24 of hidden 64 / 4 heads, a window of 4 on layer 1), Mistral (a window
+of 4 on every layer) and Llama with Llama 3.1's rope scaling (original_max_position_embeddings
+8): prompts and completions run well past the windows and the original context.
 Random weights, built locally: no hub access.
 """
 import json
@@ -14,7 +20,8 @@ import sys
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 MAX_NEW_TOKENS = 12
 MIN_NEW_TOKENS = 6
@@ -27,9 +34,34 @@ CORPUS = [
     "def add(a, b):\n    return a + b\n",
 ] * 20
 PROMPTS = ["The quick brown", "Sort the digits: 9 4 7 ->", "Grüße", "数字", "def add(", "x"]
+FAMILIES = ("qwen3", "mistral", "llama3")
 
 
-def main(out):
+def make_model(family, fast, eos):
+    """The family's tiny model with the tokenizer's vocabulary, random weights (seed 7); the norm
+    weights drawn around 1, so that a norm the loader skipped would show."""
+    common = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                  bos_token_id=None, eos_token_id=eos, pad_token_id=eos, tie_word_embeddings=False)
+    if family == "llama":
+        return LlamaForCausalLM(LlamaConfig(**common)).eval()
+    if family == "llama3":
+        rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+        model = LlamaForCausalLM(LlamaConfig(**common, rope_parameters=rope))
+    elif family == "mistral":
+        model = MistralForCausalLM(MistralConfig(**common, sliding_window=4))
+    else:
+        model = Qwen3ForCausalLM(Qwen3Config(**common, head_dim=24, use_sliding_window=True, sliding_window=4,
+                                             max_window_layers=1))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape))
+    return model.eval()
+
+
+def main(out, family="llama"):
     torch.manual_seed(7)
     os.makedirs(os.path.join(out, "model"), exist_ok=True)
     tok = Tokenizer(models.BPE())
@@ -43,11 +75,7 @@ def main(out):
     fast.save_pretrained(os.path.join(out, "model"))
     eos = fast.convert_tokens_to_ids("<|endoftext|>")
 
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=128, bos_token_id=None, eos_token_id=eos,
-                         pad_token_id=eos, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval()
+    model = make_model(family, fast, eos)
     model.save_pretrained(os.path.join(out, "model"), safe_serialization=True)
 
     with open(os.path.join(out, "prompts.jsonl"), "w") as f:
@@ -62,7 +90,10 @@ def main(out):
 
     stops = [eos] + [fast.convert_tokens_to_ids(s) for s in STOPS]
     early = 0
-    for name, kw in (("expected.jsonl", {}), ("expected_min.jsonl", {"min_new_tokens": MIN_NEW_TOKENS})):
+    runs = (("expected.jsonl", {}), ("expected_min.jsonl", {"min_new_tokens": MIN_NEW_TOKENS}))
+    if family != "llama":
+        runs = runs[:1]
+    for name, kw in runs:
         with open(os.path.join(out, name), "w") as f, torch.no_grad():
             for i, p in enumerate(PROMPTS):
                 ids = fast(p, return_tensors="pt").input_ids
@@ -72,6 +103,10 @@ def main(out):
                 f.write(json.dumps({"index": i, "tokens": new,
                                     "completion": fast.decode(new, skip_special_tokens=True)},
                                    ensure_ascii=False) + "\n")
+    if family != "llama":
+        print(f"make_generate_model: {out}: {type(model).__name__}, vocab {len(fast)}, {len(PROMPTS)} prompts, "
+              f"greedy references of {MAX_NEW_TOKENS} tokens")
+        return
     # Without min_new_tokens some completions must stop before it, or the check proves nothing.
     assert early > 0, "no greedy completion stops on STOPS before MIN_NEW_TOKENS: pick other stop tokens"
     print(f"make_generate_model: {out}: vocab {len(fast)}, {len(PROMPTS)} prompts, "
@@ -80,4 +115,8 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[2] == "--families":
+        for f in FAMILIES:
+            main(os.path.join(sys.argv[1], f), f)
+    else:
+        main(sys.argv[1])

@@ -68,6 +68,15 @@ def configs():
         rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                          "original_max_position_embeddings": 32}))
+    # Llama 3.1's shape, scaled down: max_position_embeddings (64) beyond
+    # original_max_position_embeddings (8), which the test sequences (9 prompt + 8 generated
+    # tokens) pass too. low/high_freq_factor 0.25/1 put the wavelengths in all three regimes
+    # again (kept: < 8, smoothed: 8..32, divided by factor: > 32).
+    out["llama_rope_llama3_long"] = ("llama", tf.LlamaConfig(
+        **common_llama, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                         "low_freq_factor": 0.25, "high_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8}))
     out["llama_rope_linear"] = ("llama", tf.LlamaConfig(
         **common_llama, tie_word_embeddings=False,
         rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}))
@@ -83,6 +92,14 @@ def configs():
         **{k: v for k, v in common_llama.items()}, tie_word_embeddings=False, sliding_window=4))
     out["qwen2_sliding"] = ("qwen2", tf.Qwen2Config(
         **{k: v for k, v in common_llama.items()}, tie_word_embeddings=False,
+        use_sliding_window=True, sliding_window=4, max_window_layers=1))
+    # Qwen3: q_norm and k_norm over each head, an explicit head_dim (24) that is not
+    # hidden_size / heads (16). The sliding one: window 4 on layer 1 (max_window_layers=1),
+    # tied embeddings and attention_bias (q, k, v and o biases).
+    out["qwen3"] = ("qwen3", tf.Qwen3Config(
+        **common_llama, head_dim=24, tie_word_embeddings=False, use_sliding_window=False))
+    out["qwen3_sliding"] = ("qwen3", tf.Qwen3Config(
+        **common_llama, head_dim=16, tie_word_embeddings=True, attention_bias=True,
         use_sliding_window=True, sliding_window=4, max_window_layers=1))
     out["gpt2"] = ("gpt2", tf.GPT2Config(
         vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=128,
@@ -107,7 +124,7 @@ def configs():
 
 def head_class(model_type, head):
     import transformers as tf
-    prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "gpt2": "GPT2",
+    prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gpt2": "GPT2",
               "gptj": "GPTJ", "gpt_neox": "GPTNeoX"}[model_type]
     suffix = {"causal_lm": "ForCausalLM", "token_value": "ForTokenClassification",
               "sequence_reward": "ForSequenceClassification"}[head]
@@ -119,7 +136,7 @@ def head_class(model_type, head):
 # (name, head) pairs: every config as a causal LM; value and reward heads for a few families.
 def plan():
     pairs = [(name, "causal_lm") for name in configs()]
-    for name in ("llama", "qwen2", "gpt2", "gpt_neox"):
+    for name in ("llama", "qwen2", "qwen3", "gpt2", "gpt_neox"):
         pairs.append((name, "token_value"))
         pairs.append((name, "sequence_reward"))
     pairs.append(("gptj", "sequence_reward"))  # HF has no GPTJForTokenClassification
@@ -283,9 +300,9 @@ def write_v4_config(d):
     else:
         cfg["rope_theta"] = theta
     rope.pop("partial_rotary_factor", None)
-    # transformers 4 (before 4.53) wrote no layer_types: Qwen2 derived them from
+    # transformers 4 (before 4.53) wrote no layer_types: Qwen2 and Qwen3 derived them from
     # max_window_layers, which quartet must then do too.
-    if cfg["model_type"] == "qwen2":
+    if cfg["model_type"] in ("qwen2", "qwen3"):
         cfg.pop("layer_types", None)
     if rope.get("rope_type", "default") != "default":
         rope["type"] = rope["rope_type"]

@@ -101,8 +101,37 @@ TEST(ModelSpec, ErrorsNameTheDeckKey) {
   EXPECT_NE(g.find("grouped-query attention"), std::string::npos) << g;
 }
 
+// random:mistral and random:qwen3 with their deck keys: a window over every layer, an explicit
+// head width; a key the family does not have is refused by name.
+TEST(ModelSpec, RandomMistralAndQwen3) {
+  const std::string sizes = "hidden = 32\nlayers = 2\nheads = 4\nkv_heads = 2\n";
+  ModelSpec m = resolve_model(parse("[model.actor]\npath = random:mistral\n" + sizes + "sliding_window = 5\n"), Role::actor);
+  EXPECT_EQ(m.config.model_type, "mistral");
+  EXPECT_EQ(m.config.sliding_window, 5);
+  EXPECT_EQ(m.config.sliding_layers, (std::vector<bool>{true, true}));
+  EXPECT_EQ(m.config.head_dim, 8);
+  ModelSpec q = resolve_model(parse("[model.actor]\npath = random:qwen3\n" + sizes + "head_dim = 12\n"), Role::actor);
+  EXPECT_EQ(q.config.model_type, "qwen3");
+  EXPECT_TRUE(q.config.qk_norm);
+  EXPECT_EQ(q.config.head_dim, 12);
+  EXPECT_EQ(q.config.sliding_window, 0);
+  EXPECT_EQ(q.config.sliding_layers, (std::vector<bool>{false, false}));
+  // head_dim lifts the rule that heads divide hidden.
+  EXPECT_EQ(resolve_model(parse("[model.actor]\npath = random:qwen3\nhidden = 30\nheads = 4\nhead_dim = 8\n"),
+                          Role::actor).config.head_dim, 8);
+  auto refused = [&](const std::string& deck, const std::string& needle) {
+    const std::string e = error_of([&] { resolve_model(parse(deck), Role::actor); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  };
+  refused("[model.actor]\npath = random:llama\nsliding_window = 4\n",
+          "plan.deck:3: model.actor.sliding_window is 4, but random:llama has no sliding-window attention");
+  refused("[model.actor]\npath = random:gpt2\nhead_dim = 8\n", "plan.deck:3: model.actor.head_dim is 8, but random:gpt2");
+  refused("[model.actor]\npath = random:mistral\nsliding_window = -1\n", "model.actor.sliding_window must be at least 0");
+  refused("[model.actor]\npath = random:gemma\n", "after random: comes a family (llama | mistral | qwen3 | gpt2 | gptj | gpt_neox)");
+}
+
 TEST(MemoryPlan, ParameterBytesAreExactForEveryFamily) {
-  for (const char* family : {"llama", "gpt2", "gptj", "gpt_neox"}) {
+  for (const char* family : {"llama", "mistral", "qwen3", "gpt2", "gptj", "gpt_neox"}) {
     for (int W : {1, 3}) {
       SCOPED_TRACE(std::string(family) + " W=" + std::to_string(W));
       const std::string placement = "actor = " + std::to_string(W) + "\ncritic = 1\nreward = 1\n";
@@ -145,6 +174,12 @@ TEST(MemoryPlan, ClosedFormCountsOfGpt2AndLlama) {
   Config l = parse("[placement]\nactor = 1\n[model.actor]\npath = random:llama\nhidden = 32\nlayers = 2\nheads = 4\nkv_heads = 2\nffn = 40\nvocab = 50\n");
   MemoryPlan pl = make_memory_plan(l, 1);
   EXPECT_EQ(role_plan(pl, 0, Role::actor).parameters, 2 * V * h + L * (2 * h + 2 * h * h + 2 * (h * h / 2) + 3 * h * 40) + h);
+  // Qwen3, head_dim 12: q and o h x 4*12, k and v h x 2*12, q_norm and k_norm 12 each.
+  Config q = parse("[placement]\nactor = 1\n[model.actor]\npath = random:qwen3\nhidden = 32\nlayers = 2\nheads = 4\n"
+                   "kv_heads = 2\nhead_dim = 12\nffn = 40\nvocab = 50\nsliding_window = 4\n");
+  MemoryPlan pq = make_memory_plan(q, 1);
+  EXPECT_EQ(role_plan(pq, 0, Role::actor).parameters,
+            2 * V * h + L * (2 * h + 2 * h * 48 + 2 * h * 24 + 2 * 12 + 3 * h * 40) + h);
   // bfloat16 parameters: half the bytes, and a float32 master copy of the shard.
   MemoryPlan pb = make_memory_plan(parse("[placement]\nactor = 1\n[model.actor]\npath = random:gpt2\ndtype = bfloat16\n"), 1);
   const RolePlan& b = role_plan(pb, 0, Role::actor);

@@ -39,17 +39,19 @@ namespace {
 constexpr double kRelTol = 1e-4;          // the issue: "<= 1e-4 relative error in fp32"
 constexpr int64_t kNewTokens = 8;          // gen_tokens per sequence (make_models.py N_NEW)
 constexpr int64_t kCacheSteps = 3;         // incremental steps after the prompt
-constexpr size_t kExpectedModels = 22;     // make_models.py plan(): 12 LM + 4 value + 6 reward
-constexpr size_t kExpectedV4Configs = 17;  // dirs whose config has a transformers-4 layout too
+constexpr size_t kExpectedModels = 27;     // make_models.py plan(): 15 LM + 5 value + 7 reward
+constexpr size_t kExpectedV4Configs = 22;  // dirs whose config has a transformers-4 layout too
 
 // Every (name, head) the script must have written; a missing one fails ReferenceSet.Complete.
 const std::vector<std::string> kRequired = {
     "llama_causal_lm", "llama_tied_causal_lm", "llama_rope_llama3_causal_lm",
-    "llama_rope_linear_causal_lm", "mistral_causal_lm", "qwen2_causal_lm", "gpt2_causal_lm",
+    "llama_rope_llama3_long_causal_lm", "llama_rope_linear_causal_lm", "mistral_causal_lm",
+    "qwen2_causal_lm", "qwen3_causal_lm", "qwen3_sliding_causal_lm", "gpt2_causal_lm",
     "gptj_causal_lm", "gpt_neox_causal_lm", "gpt_neox_seq_causal_lm",
     "mistral_sliding_causal_lm", "qwen2_sliding_causal_lm", "qwen2_sliding_sequence_reward",
-    "llama_token_value", "qwen2_token_value", "gpt2_token_value", "gpt_neox_token_value",
-    "llama_sequence_reward", "qwen2_sequence_reward", "gpt2_sequence_reward",
+    "llama_token_value", "qwen2_token_value", "qwen3_token_value", "gpt2_token_value",
+    "gpt_neox_token_value", "llama_sequence_reward", "qwen2_sequence_reward", "qwen3_sequence_reward",
+    "gpt2_sequence_reward",
     "gpt_neox_sequence_reward", "gptj_sequence_reward"};
 
 std::string models_dir() {
@@ -236,7 +238,7 @@ TEST(ReferenceSet, Complete) {
   const auto names = reference_names();
   ASSERT_GE(names.size(), kExpectedModels)
       << "make_models.py wrote " << names.size() << " reference dirs under " << models_dir();
-  EXPECT_GE(causal_names().size(), 12u);
+  EXPECT_GE(causal_names().size(), 15u);
   for (const auto& r : kRequired)
     EXPECT_TRUE(std::find(names.begin(), names.end(), r) != names.end()) << "missing " << r;
   size_t v4 = 0;
@@ -983,9 +985,10 @@ TEST(HFInterop, SavedModelsLoadInTransformers) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Sliding-window attention (Mistral, Qwen2). The parity suites above run the sliding reference
-// models (window 4, sequences up to 17 tokens) like every other; these checks show that the
-// window is what they test, and how the config keys are read.
+// Sliding-window attention (Mistral, Qwen2, Qwen3). The parity suites above run the sliding
+// reference models (window 4, sequences up to 17 tokens: prefill, decoding past the window,
+// scoring and training forms) like every other; these checks show that the window is what they
+// test, and how the config keys are read.
 // ------------------------------------------------------------------------------------------
 
 nlohmann::json read_json(const std::string& path) {
@@ -999,14 +1002,14 @@ nlohmann::json read_json(const std::string& path) {
 // show that the window is implemented.
 TEST(SlidingWindow, TheWindowIsWhatTheReferencesTest) {
   ASSERT_GE(reference_names().size(), kExpectedModels);
-  for (const std::string name : {"mistral_sliding_causal_lm", "qwen2_sliding_causal_lm"}) {
+  for (const std::string name : {"mistral_sliding_causal_lm", "qwen2_sliding_causal_lm", "qwen3_sliding_causal_lm"}) {
     SCOPED_TRACE(name);
     Reference ref(name);
     auto cfg = read_json(ref.dir + "/config.json");
     ASSERT_TRUE(cfg.contains("sliding_window") && cfg["sliding_window"].is_number_integer());
     const int64_t window = cfg["sliding_window"].get<int64_t>();
     cfg["sliding_window"] = nullptr;  // Mistral: no window
-    if (cfg.contains("use_sliding_window")) {  // Qwen2: no window, every layer full
+    if (cfg.contains("use_sliding_window")) {  // Qwen2, Qwen3: no window, every layer full
       cfg["use_sliding_window"] = false;
       cfg.erase("layer_types");
     }
@@ -1028,6 +1031,51 @@ TEST(SlidingWindow, TheWindowIsWhatTheReferencesTest) {
     EXPECT_GT(relative_error(b.slice(0, window, T), hf.slice(0, window, T)), 100 * kRelTol)
         << "without its window the model still matches HF: the reference does not test the window";
     EXPECT_TRUE(close(a.slice(0, window, T), hf.slice(0, window, T)));
+  }
+}
+
+// The same for Qwen3's q_norm and k_norm, and for llama3 rope scaling: the reference model
+// without them (as a Llama without the norm tensors; with the default rope) is far from HF,
+// so parity shows that they are implemented.
+TEST(FamilyFeatures, TheNormsAndTheRopeScalingAreWhatTheReferencesTest) {
+  ASSERT_GE(reference_names().size(), kExpectedModels);
+  struct Case {
+    std::string name;
+    std::function<void(nlohmann::json&)> edit;
+    bool drop_norms;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3_causal_lm", [](nlohmann::json& c) { c["model_type"] = "llama"; c["architectures"] = {"LlamaForCausalLM"}; },
+       true},
+      {"llama_rope_llama3_causal_lm", [](nlohmann::json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}}; },
+       false},
+      {"llama_rope_llama3_long_causal_lm",
+       [](nlohmann::json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}}; }, false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Reference ref(c.name);
+    auto cfg = read_json(ref.dir + "/config.json");
+    c.edit(cfg);
+    TempDir tmp(c.name + "_without");
+    std::ofstream(tmp / "config.json") << cfg.dump(2);
+    quartet::SafetensorsFile f(ref.dir + "/model.safetensors");
+    quartet::NamedTensors tensors;
+    size_t dropped = 0;
+    for (const auto& e : f.entries()) {
+      const bool norm = e.name.find("q_norm") != std::string::npos || e.name.find("k_norm") != std::string::npos;
+      if (c.drop_norms && norm) {
+        ++dropped;
+        continue;
+      }
+      tensors.emplace_back(e.name, f.get(e.name));
+    }
+    if (c.drop_norms) EXPECT_EQ(dropped, 4u);  // two layers, q and k
+    quartet::save_safetensors(tmp / "model.safetensors", tensors);
+    auto with = ref.load(), without = ref.load(tmp.str());
+    const auto ids = ref.get("input_ids"), mask = ref.get("attention_mask");
+    const auto hf = real_positions(ref.get("logits"), mask);
+    EXPECT_TRUE(close(real_positions(forward(with, ids, mask), mask), hf));
+    EXPECT_GT(relative_error(real_positions(forward(without, ids, mask), mask), hf), 100 * kRelTol);
   }
 }
 

@@ -127,6 +127,25 @@ std::vector<Case> cases() {
     // checked in RotaryDynamic, since it makes cached and full passes differ by design.
     out.push_back({"neox_sequential_dynamic", c});
   }
+  {
+    // Qwen3: q/k norms, a head_dim that is not hidden / heads, q/k/v/o biases, a window of 3 on
+    // layer 0 (shorter than the test sequences).
+    auto c = base("qwen3");
+    c.num_kv_heads = 2;
+    c.head_dim = 12;
+    c.intermediate_size = 40;
+    c.attention_bias = true;
+    c.sliding_window = 3;
+    c.sliding_layers = {true, false};
+    out.push_back({"qwen3_sliding", c});
+  }
+  {
+    auto c = base("mistral");
+    c.num_kv_heads = 2;
+    c.intermediate_size = 40;
+    c.sliding_window = 3;
+    out.push_back({"mistral_sliding", c});
+  }
   return out;
 }
 
@@ -513,6 +532,27 @@ TEST(ModelConfigJson, Families) {
   EXPECT_EQ(q.rope_scaling.type, "none");
   auto m = ModelConfig::from_json_text(with(kLlama, R"("model_type": "mistral", "sliding_window": null)"), "m.json");
   EXPECT_FALSE(m.attention_bias);
+  // Qwen3: q/k norms; Qwen3Config's defaults where keys are absent (head_dim 128, 32 key/value
+  // heads, no biases); explicit ones as given; its window keys as Qwen2's.
+  auto q3 = ModelConfig::from_json_text(
+      with(kLlama, R"("model_type": "qwen3", "num_attention_heads": 32, "architectures": ["Qwen3ForCausalLM"])"),
+      "q3.json");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_EQ(q3.head_dim, 128);
+  EXPECT_EQ(q3.num_kv_heads, 32);
+  EXPECT_FALSE(q3.attention_bias);
+  EXPECT_EQ(q3.sliding_window, 0);
+  auto q3b = ModelConfig::from_json_text(
+      with(kLlama, R"("model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 12, "attention_bias": true,
+                      "use_sliding_window": true, "sliding_window": 5, "max_window_layers": 1)"),
+      "q3b.json");
+  EXPECT_EQ(q3b.head_dim, 12);
+  EXPECT_EQ(q3b.num_kv_heads, 2);
+  EXPECT_TRUE(q3b.attention_bias);
+  EXPECT_EQ(q3b.sliding_window, 5);
+  EXPECT_EQ(q3b.sliding_layers, (std::vector<bool>{false, true}));
+  EXPECT_FALSE(l.qk_norm);
+  EXPECT_FALSE(q.qk_norm);
   auto g = ModelConfig::from_json_text(with(kGpt2, R"("model_type": "gpt2", "n_inner": null)"), "g.json");
   EXPECT_EQ(g.family, Family::gpt2);
   EXPECT_EQ(g.intermediate_size, 64);
@@ -536,7 +576,7 @@ TEST(ModelConfigJson, Families) {
   EXPECT_EQ(odd.rotary_dim, 1);  // int(4 * 0.25); transformers rotates 2 dims then
   EXPECT_EQ(rotary_inv_freq(odd, 8).numel(), 1);
   // Round trip through to_json for every family.
-  for (const auto& cfg : {l, q, m, g, j, n}) {
+  for (const auto& cfg : {l, q, m, q3b, g, j, n}) {
     auto back = ModelConfig::from_json_text(cfg.to_json(architecture_name(cfg, Head::causal_lm), "float32"), "rt");
     EXPECT_EQ(back.hidden_size, cfg.hidden_size);
     EXPECT_EQ(back.num_kv_heads, cfg.num_kv_heads);
@@ -547,12 +587,26 @@ TEST(ModelConfigJson, Families) {
     EXPECT_EQ(back.parallel_residual, cfg.parallel_residual);
     EXPECT_EQ(back.tie_word_embeddings, cfg.tie_word_embeddings);
     EXPECT_EQ(back.eos_token_ids, cfg.eos_token_ids);
+    EXPECT_EQ(back.head_dim, cfg.head_dim);
+    EXPECT_EQ(back.qk_norm, cfg.qk_norm);
+    EXPECT_EQ(back.attention_bias, cfg.attention_bias);
+    EXPECT_EQ(back.sliding_window, cfg.sliding_window);
+    EXPECT_EQ(back.sliding_layers, cfg.sliding_layers);
   }
+  // Llama 3.1's original_max_position_embeddings: the rope's own, or the top-level key, which
+  // wins as in transformers' standardize_rope_params.
+  const std::string llama3 = R"("model_type": "llama", "max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192})";
+  EXPECT_EQ(ModelConfig::from_json_text(with(kLlama, llama3), "o.json").rope_scaling.original_max_positions, 8192);
+  EXPECT_EQ(ModelConfig::from_json_text(with(kLlama, llama3 + R"(, "original_max_position_embeddings": 4096)"), "o.json")
+                .rope_scaling.original_max_positions,
+            4096);
 }
 
 TEST(ModelConfigJson, Refusals) {
   EXPECT_ERROR_HAS(ModelConfig::from_json_text(R"({"model_type": "bert"})", "config.json"),
-                   "config.json: model_type 'bert' is not supported (llama, mistral, qwen2, gpt2, gptj, gpt_neox)");
+                   "config.json: model_type 'bert' is not supported (llama, mistral, qwen2, qwen3, gpt2, gptj, gpt_neox)");
   EXPECT_ERROR_HAS(ModelConfig::from_json_text(with(kLlama, ""), "c.json"), "c.json: key 'model_type' is missing");
   EXPECT_ERROR_HAS(ModelConfig::from_json_text("{", "c.json"), "c.json: not valid JSON");
   struct Fam {
@@ -561,11 +615,13 @@ TEST(ModelConfigJson, Refusals) {
   for (const Fam& f : {Fam{"llama", kLlama, "intermediate_size", "LlamaForSequenceClassification"},
                        Fam{"mistral", kLlama, "num_attention_heads", "MistralForTokenClassification"},
                        Fam{"qwen2", kLlama, "vocab_size", "Qwen2ForCausalLM"},
+                       Fam{"qwen3", kLlama, "hidden_size", "Qwen3ForSequenceClassification"},
                        Fam{"gpt2", kGpt2, "n_embd", "GPT2LMHeadModel"},
                        Fam{"gptj", kGpt2, "n_layer", "GPTJForCausalLM"},
                        Fam{"gpt_neox", kNeox, "hidden_size", "GPTNeoXForTokenClassification"}}) {
     const std::string type = "\"model_type\": \"" + f.type + "\"";
     const std::string extra = f.type == "mistral"    ? ", \"sliding_window\": null"
+                              : f.type == "qwen3"    ? ", \"num_key_value_heads\": 2"
                               : f.type == "gptj"     ? ", \"rotary_dim\": 2"
                               : f.type == "gpt_neox" ? ", \"rotary_pct\": 0.5"
                                                      : "";
@@ -596,6 +652,29 @@ TEST(ModelConfigJson, Refusals) {
           << f.type;
     }
   }
+  // Every other rope type, in either layout, named with its key; a rope per layer type refused.
+  EXPECT_ERROR_HAS(ModelConfig::from_json_text(
+                       with(kLlama, R"("model_type": "qwen3", "num_key_value_heads": 2,
+                                       "rope_scaling": {"type": "longrope", "factor": 4.0})"),
+                       "lr.json"),
+                   "lr.json: rope_scaling.type 'longrope' is not supported (default, linear, dynamic, llama3)");
+  EXPECT_ERROR_HAS(ModelConfig::from_json_text(
+                       with(kLlama, R"("model_type": "mistral", "sliding_window": 4,
+                                       "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6})"),
+                       "y.json"),
+                   "y.json: rope_parameters.rope_type 'yarn' is not supported");
+  EXPECT_ERROR_HAS(ModelConfig::from_json_text(
+                       with(kLlama, R"("model_type": "qwen3", "num_key_value_heads": 2, "rope_parameters":
+                                       {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})"),
+                       "pl.json"),
+                   "pl.json: rope_parameters.full_attention is a rope per layer type, which is not supported");
+  // Qwen3 slides where its layers say, and only with a window.
+  EXPECT_ERROR_HAS(ModelConfig::from_json_text(
+                       with(kLlama, R"("model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": false,
+                                       "layer_types": ["full_attention", "sliding_attention"])"),
+                       "w.json"),
+                   "w.json: layer_types names sliding_attention layers, but there is no window");
   // Sliding windows are implemented now (test_model.cpp SlidingWindow.*); a non-positive one is refused.
   EXPECT_ERROR_HAS(ModelConfig::from_json_text(with(kLlama, R"("model_type": "mistral", "sliding_window": 0)"), "s.json"),
                    "s.json: sliding_window 0 must be positive");

@@ -58,9 +58,13 @@ struct DistConfig {             // [dist]
   std::uint64_t device_memory = 0;
 };
 
+// The families a random:<family> path may name, as the deck and --help spell them.
+constexpr const char* kRandomFamilies = "llama | mistral | qwen3 | gpt2 | gptj | gpt_neox";
+bool is_random_family(const std::string& family);
+
 struct ModelSectionConfig {     // [model.actor], [model.critic], [model.reference], [model.reward]
   // A Hugging Face model directory; or random:FILE.json (that config.json, random weights); or
-  // random:<family> (llama | gpt2 | gptj | gpt_neox, random weights, sized by the keys below).
+  // random:<family> (kRandomFamilies, random weights, sized by the keys below).
   // "" = not set. An hf:ORG/NAME[@REVISION] path is resolved when the deck is loaded, to the
   // snapshot directory in the local hub cache (core/hf_cache.hpp); `source` keeps what the deck said.
   std::string path;
@@ -72,6 +76,8 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   // Sizes of a random:<family> model (ignored otherwise).
   int hidden = 64, layers = 2, heads = 4, kv_heads = 0 /* 0 = heads */, ffn = 0 /* 0 = family default */;
   int vocab = 0 /* 0 = the tokenizer's (built-in demo: its character vocabulary) */, max_positions = 256;
+  int head_dim = 0;        // llama-shaped families: 0 = hidden / heads
+  int sliding_window = 0;  // random:mistral, random:qwen3: every layer's attention window (0 = none)
   bool checkpointing = false;     // activation checkpointing per block (recompute in backward)
   // false: gathered blocks stay through the backward and the step's later micro-batches (one
   // all-gather of each per optimizer step, the whole model's parameters in memory meanwhile)

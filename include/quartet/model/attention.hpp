@@ -1,7 +1,10 @@
 #pragma once
-// Self-attention of the four families (Llama/Qwen2/Mistral, GPT-2, GPT-J, GPT-NeoX) under
+// Self-attention of the four families (Llama/Qwen2/Qwen3/Mistral, GPT-2, GPT-J, GPT-NeoX) under
 // Hugging Face's parameter names: the whole-sequence path on SDPA (with the KV cache when there
-// is one) and one decoding step's paths over a preallocated cache (decode_step).
+// is one) and one decoding step's paths over a preallocated cache (decode_step). Qwen3's
+// q_norm and k_norm normalise each query and key head before the rotation; its decoding steps
+// take ATen's rotation and cache writes (the fused rotary kernels know no norm), and quartet's
+// attention kernel over the cache like the other families.
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
@@ -38,6 +41,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const Step& s, int64_t layer);
 
+  // q [.., heads, head_dim] and k through q_norm and k_norm where the model has them (Qwen3).
+  torch::Tensor norm_q(const torch::Tensor& q);
+  torch::Tensor norm_k(const torch::Tensor& k);
+
   // A decoding step's additive mask for this layer (sliding-window layers have their own) and
   // its attention's scale, shared by attend_cached and the fused kernel of decode_fused.
   const torch::Tensor& step_bias(const Step& s, int64_t layer) const;
@@ -49,6 +56,7 @@ class AttentionImpl : public torch::nn::Module {
 
   ModelConfig c_;
   Dense q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, qkv_{nullptr};
+  Norm q_norm_{nullptr}, k_norm_{nullptr};
   Conv1D c_attn_{nullptr}, c_proj_{nullptr};
 };
 TORCH_MODULE(Attention);

@@ -1,8 +1,11 @@
 #pragma once
 // The shape of a transformer, read from a Hugging Face config.json. Two families cover the
-// models quartet trains: Llama-shaped (Llama, Mistral, Qwen2: RMSNorm, rotary, SwiGLU, grouped-
-// query attention) and GPT-shaped (GPT-2, GPT-J, GPT-NeoX: LayerNorm, learned or rotary
-// positions, GELU, parallel attention + MLP for GPT-J/NeoX). Anything else is refused by name.
+// models quartet trains: Llama-shaped (Llama, Mistral, Qwen2, Qwen3: RMSNorm, rotary, SwiGLU,
+// grouped-query attention; Qwen3 adds an RMSNorm over each query and key head) and GPT-shaped
+// (GPT-2, GPT-J, GPT-NeoX: LayerNorm, learned or rotary positions, GELU, parallel attention +
+// MLP for GPT-J/NeoX). Anything else is refused by name: a model_type, an architecture, a rope
+// type, per-layer-type rope parameters. Keys that change nothing quartet computes (dropout,
+// use_cache, ...) are not read.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,7 +23,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;     // config.json "model_type": llama | mistral | qwen2 | gpt2 | gptj | gpt_neox
+  std::string model_type;     // config.json "model_type": llama | mistral | qwen2 | qwen3 | gpt2 | gptj | gpt_neox
   Family family = Family::llama;
   std::string architecture;   // config.json "architectures"[0], "" when absent
   int64_t vocab_size = 0;
@@ -37,14 +40,19 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;   // q/k/v biases (qwen2; gpt2/neox have biases everywhere)
+  // q/k/v biases for qwen2 (always); q/k/v/o biases for llama and qwen3 (attention_bias);
+  // gpt2/neox have biases everywhere.
+  bool attention_bias = false;
+  // Qwen3's q_norm and k_norm: an RMSNorm (norm_eps) over head_dim of every query and key head,
+  // after the projections and before the rotation. complete() sets it from model_type.
+  bool qk_norm = false;
   bool mlp_bias = false;         // llama's mlp_bias (gate/up/down biases)
   bool parallel_residual = false;  // gptj always, gpt_neox by use_parallel_residual
   std::string activation = "silu";  // hidden_act / activation_function
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
   std::vector<int64_t> eos_token_ids;  // every id of a list-valued eos_token_id (eos_token_id = the first)
   double initializer_range = 0.02;      // std of the random initialisation
-  // Sliding-window attention (Mistral; Qwen2 with use_sliding_window): in a sliding layer a
+  // Sliding-window attention (Mistral; Qwen2, Qwen3 with use_sliding_window): in a sliding layer a
   // query sees the keys fewer than sliding_window cache slots behind it (HF's masking_utils:
   // kv_idx > q_idx - sliding_window). 0 = no window. sliding_layers has one entry per layer;
   // complete() fills an empty one with "every layer" when sliding_window > 0 (Mistral's rule).
