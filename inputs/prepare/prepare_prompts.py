@@ -13,8 +13,12 @@ GSM8K "... #### 72") and any other columns, kept as the row's metadata.
 
 Each prompt is rendered with the model's own chat template by transformers'
 apply_chat_template(..., add_generation_prompt=True, tokenize=False) and tokenized by the model's
-tokenizer.json through transformers (the `tokenizers` library): exactly the ids that
-apply_chat_template(..., tokenize=True) gives. Raw prompts are tokenized with the special tokens
+tokenizer.json run by the `tokenizers` library itself, as quartet's own tokenizer runs it. For
+most models these are the ids apply_chat_template(..., tokenize=True) gives; where transformers
+builds its own pipeline instead of the file's (tokenizer_config.json naming LlamaTokenizer, as
+Llama-2 and Mistral directories do, can give other ids after a special token or for a leading
+space), the rows where the two differ are counted and reported, and the file holds the ids of
+tokenizer.json. Raw prompts are tokenized with the special tokens
 the tokenizer adds (a BOS, say), as `train` tokenizes a plain prompts file. The output's header
 records the SHA-256 of the tokenizer.json and of the chat template, so that `train` refuses the
 file for an actor with another tokenizer or template. Nothing is fetched: the model is a local
@@ -150,6 +154,8 @@ class Model:
         if not getattr(self.tok, "is_fast", False):
             raise Fatal(f"--model {model_dir}: transformers loaded a slow tokenizer; quartet needs the "
                         "tokenizer.json one (the `tokenizers` library)")
+        self.file_tokenizer = tokenizers.Tokenizer.from_file(self.tokenizer_json)
+        self.transformers_differ = 0  # rows where transformers' own pipeline gives other ids
         self.template, self.template_source = template_from_files(self.dir)
         self.check_template()
 
@@ -163,13 +169,19 @@ class Model:
                         f"finds ({self.template_source or 'none'}); docs/data.md says where quartet looks")
         self.template_sha256 = sha256_hex(self.template.encode("utf-8")) if self.template is not None else None
 
+    def encode(self, text, add_special_tokens):
+        ids = self.file_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+        if ids != self.tok(text, add_special_tokens=add_special_tokens)["input_ids"]:
+            self.transformers_differ += 1
+        return ids
+
     def render(self, messages):
         text = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        # What apply_chat_template(tokenize=True) does: the template writes any BOS itself.
-        return text, self.tok(text, add_special_tokens=False)["input_ids"]
+        # As apply_chat_template(tokenize=True) does: the template writes any BOS itself.
+        return text, self.encode(text, add_special_tokens=False)
 
     def raw(self, text):
-        return text, self.tok(text, add_special_tokens=True)["input_ids"]
+        return text, self.encode(text, add_special_tokens=True)
 
 
 # ---- reading the data -------------------------------------------------------------------------
@@ -421,6 +433,10 @@ def prepare(args):
         print(f"prepare_prompts: ... and {skipped - SHOWN_SKIPS} more", file=sys.stderr)
     if skipped:
         print(f"prepare_prompts: skipped {skipped} of {written + skipped} rows (--on-error skip)")
+    if model.transformers_differ:
+        print(f"prepare_prompts: note: for {model.transformers_differ} row(s), transformers' tokenizer "
+              f"({type(model.tok).__name__}) gives other ids than {model.tokenizer_json} run by `tokenizers`; "
+              "the file holds the latter, which quartet computes from text too (docs/data.md)")
     print(f"prepare_prompts: {written} prompts ({prep.templated} rendered through the chat template) "
           f"from {len(files)} file(s) -> {args.out}")
 
