@@ -18,9 +18,16 @@ struct Named {
   const char* name;
   E value;
 };
-constexpr Named<Algorithm> kAlgorithms[] = {
-    {"ppo", Algorithm::ppo}, {"grpo", Algorithm::grpo}, {"rloo", Algorithm::rloo}, {"reinforce++", Algorithm::reinforce_pp}};
+constexpr Named<Algorithm> kAlgorithms[] = {{"ppo", Algorithm::ppo},
+                                            {"grpo", Algorithm::grpo},
+                                            {"rloo", Algorithm::rloo},
+                                            {"reinforce++", Algorithm::reinforce_pp},
+                                            {"reinforce++-baseline", Algorithm::reinforce_pp_baseline}};
 constexpr Named<KlEstimator> kKlEstimators[] = {{"k1", KlEstimator::k1}, {"k2", KlEstimator::k2}, {"k3", KlEstimator::k3}};
+constexpr Named<PolicyLossKind> kPolicyLosses[] = {{"ppo", PolicyLossKind::ppo}, {"gspo", PolicyLossKind::gspo}};
+constexpr Named<LossAgg> kLossAggs[] = {{"token-mean", LossAgg::token_mean},
+                                        {"seq-mean-token-mean", LossAgg::seq_mean_token_mean},
+                                        {"seq-mean-token-sum-norm", LossAgg::seq_mean_token_sum_norm}};
 constexpr Named<KlControl> kKlControllers[] = {{"fixed", KlControl::fixed}, {"adaptive", KlControl::adaptive}};
 constexpr Named<PlacementMode> kPlacementModes[] = {{"disjoint", PlacementMode::disjoint},
                                                     {"colocated", PlacementMode::colocated}};
@@ -144,22 +151,34 @@ void add_algorithm_keys(po::options_description& d) {
   d.add_options()
       ("algorithm.name", po::value<std::string>()->default_value(name_of(al.algorithm)), choices(kAlgorithms).c_str())
       ("algorithm.kl_coef", po::value<double>()->default_value(al.kl_coef), "KL penalty coefficient (>= 0; initial value when adaptive)")
-      ("algorithm.kl_estimator", po::value<std::string>()->default_value(name_of(al.kl_estimator)), choices(kKlEstimators).c_str())
+      ("algorithm.kl_estimator", po::value<std::string>()->default_value("auto"), ("auto (k1 for the KL in the reward and the logs, k3 for GRPO's KL loss term) | " + choices(kKlEstimators) + " (both)").c_str())
       ("algorithm.kl_controller", po::value<std::string>()->default_value(name_of(al.kl_controller)), choices(kKlControllers).c_str())
       ("algorithm.kl_target", po::value<double>()->default_value(al.kl_target), "adaptive controller: target KL per sequence (> 0)")
       ("algorithm.kl_horizon", po::value<double>()->default_value(al.kl_horizon), "adaptive controller: horizon in samples (> 0)")
       ("algorithm.gamma", po::value<double>()->default_value(al.gamma), "discount, in [0, 1]")
       ("algorithm.lambda", po::value<double>()->default_value(al.lambda), "GAE lambda, in [0, 1]")
-      ("algorithm.clip_eps", po::value<double>()->default_value(al.clip_eps), "PPO ratio clip (> 0)")
+      ("algorithm.clip_eps", po::value<double>()->default_value(al.clip_eps), "PPO ratio clip (> 0): the ratio is clipped to [1 - clip_low, 1 + clip_high], both clip_eps unless given")
+      ("algorithm.clip_low", po::value<double>()->default_value(0.0), "lower clip of the ratio, 1 - clip_low (in [0, 1); 0 = clip_eps)")
+      ("algorithm.clip_high", po::value<double>()->default_value(0.0), "upper clip of the ratio, 1 + clip_high (>= 0; 0 = clip_eps); DAPO's clip-higher: 0.28 against clip_low 0.2")
+      ("algorithm.clip_ratio_c", po::value<double>()->default_value(al.clip_ratio_c), "dual-clip PPO: a negative-advantage token's loss is at most clip_ratio_c * |A| (0 = off, else > 1; verl's default is 3)")
+      ("algorithm.policy_loss", po::value<std::string>()->default_value(name_of(al.policy_loss)), "ppo (a ratio per token) | gspo (GSPO: one length-normalised ratio per sequence, clipped to [1 - clip_low, 1 + clip_high])")
+      ("algorithm.loss_agg_mode", po::value<std::string>()->default_value(name_of(al.loss_agg_mode)), "how the policy loss's per-token terms become one loss per optimizer step: token-mean (over every token of the minibatch, all actor ranks) | seq-mean-token-mean (each sequence's token mean, averaged over sequences) | seq-mean-token-sum-norm (each sequence's token sum / loss_agg_norm, averaged over sequences: Dr. GRPO)")
+      ("algorithm.loss_agg_norm", po::value<double>()->default_value(al.loss_agg_norm), "seq-mean-token-sum-norm's constant divisor (>= 0; 0 = rollout.max_new_tokens)")
+      ("algorithm.norm_adv_by_std", po::value<bool>()->default_value(al.norm_adv_by_std), "grpo: divide each score's distance from its group's mean by the group's std (false: Dr. GRPO)")
       ("algorithm.value_clip", po::value<double>()->default_value(al.value_clip), "value clip around the old values (0 = off)")
-      ("algorithm.value_coef", po::value<double>()->default_value(al.value_coef), "value loss weight (> 0)")
-      ("algorithm.entropy_coef", po::value<double>()->default_value(al.entropy_coef), "entropy bonus weight (>= 0)")
+      ("algorithm.value_coef", po::value<double>()->default_value(al.value_coef), "the critic's loss is multiplied by this (> 0; it has its own optimizer, so this matters through max_grad_norm and adam_eps)")
+      ("algorithm.entropy_coef", po::value<double>()->default_value(al.entropy_coef), "entropy bonus weight (>= 0); the entropy metric is logged either way")
       ("algorithm.epochs", po::value<int>()->default_value(al.epochs), "passes over each rollout batch (>= 1)")
       ("algorithm.minibatch", po::value<int>()->default_value(al.minibatch), "sequences per optimizer step and rank (>= 1)")
       ("algorithm.reward_clip", po::value<double>()->default_value(al.reward_clip), "clip scores to [-c, c] (0 = off)")
       ("algorithm.normalize_rewards", po::value<bool>()->default_value(al.normalize_rewards), "divide scores by their running standard deviation")
-      ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch")
-      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo and rloo need >= 2)");
+      ("algorithm.whiten_advantages", po::value<bool>()->default_value(al.whiten_advantages), "whiten advantages over the actor group's batch (ppo, reinforce++, reinforce++-baseline)")
+      ("algorithm.samples_per_prompt", po::value<int>()->default_value(al.samples_per_prompt), "completions per prompt (>= 1; grpo, rloo and reinforce++-baseline need >= 2)")
+      ("algorithm.dynamic_sampling", po::value<bool>()->default_value(al.dynamic_sampling), "DAPO's dynamic sampling: drop prompt groups whose samples all score the same and generate more prompts until rollout.batch groups are kept (critic-free algorithms, samples_per_prompt >= 2)")
+      ("algorithm.dynamic_sampling_max_rounds", po::value<int>()->default_value(al.dynamic_sampling_max_rounds), "dynamic sampling: generation rounds per iteration at most (>= 1); short of groups after them, the batch is filled with dropped ones")
+      ("algorithm.overlong_filter", po::value<bool>()->default_value(al.overlong_filter), "truncated samples (no stop token within rollout.max_new_tokens) count nothing in the policy loss")
+      ("algorithm.overlong_buffer", po::value<int>()->default_value(al.overlong_buffer), "DAPO's soft overlong penalty: completions longer than rollout.max_new_tokens - overlong_buffer tokens lose overlong_penalty_factor * (length - that) / overlong_buffer of their score (tokens, 0 = off)")
+      ("algorithm.overlong_penalty_factor", po::value<double>()->default_value(al.overlong_penalty_factor), "the soft overlong penalty at rollout.max_new_tokens tokens (>= 0)");
 }
 // [output]: what the log and the run file show.
 void add_output_keys(po::options_description& d) {
@@ -191,6 +210,8 @@ void add_rollout_keys(po::options_description& d) {
 const char* name_of(Algorithm value) { return name_in(value, kAlgorithms); }
 const char* name_of(KlEstimator value) { return name_in(value, kKlEstimators); }
 const char* name_of(KlControl value) { return name_in(value, kKlControllers); }
+const char* name_of(PolicyLossKind value) { return name_in(value, kPolicyLosses); }
+const char* name_of(LossAgg value) { return name_in(value, kLossAggs); }
 const char* name_of(PlacementMode value) { return name_in(value, kPlacementModes); }
 const char* name_of(Parking value) { return name_in(value, kParkings); }
 const char* name_of(Backend value) { return name_in(value, kBackends); }
@@ -474,12 +495,52 @@ OutputConfig load_output(const Deck& deck) {
 void load_kl(const Deck& deck, AlgorithmConfig& a) {
   a.kl_coef = deck.get<double>("algorithm.kl_coef");
   if (!(a.kl_coef >= 0)) deck.fail("algorithm.kl_coef", "must be >= 0");
-  a.kl_estimator = choose(deck, "algorithm.kl_estimator", kKlEstimators);
+  if (deck.get<std::string>("algorithm.kl_estimator") != "auto") {
+    const std::string value = deck.get<std::string>("algorithm.kl_estimator");
+    for (const auto& n : kKlEstimators)
+      if (value == n.name) a.kl_estimator = a.kl_loss_estimator = n.value;
+    if (value != name_of(a.kl_estimator))
+      deck.fail("algorithm.kl_estimator", "is '" + value + "'; expected one of: auto | " + choices(kKlEstimators));
+  }
   a.kl_controller = choose(deck, "algorithm.kl_controller", kKlControllers);
   a.kl_target = deck.get<double>("algorithm.kl_target");
   if (!(a.kl_target > 0)) deck.fail("algorithm.kl_target", "must be > 0");
   a.kl_horizon = deck.get<double>("algorithm.kl_horizon");
   if (!(a.kl_horizon > 0)) deck.fail("algorithm.kl_horizon", "must be > 0");
+}
+
+// The policy loss's shape: its ratio, its clip range, dual clip, aggregation, GRPO's scaling.
+void load_policy_loss(const Deck& deck, AlgorithmConfig& a) {
+  a.policy_loss = choose(deck, "algorithm.policy_loss", kPolicyLosses);
+  a.clip_low = deck.get<double>("algorithm.clip_low");
+  if (!(a.clip_low >= 0 && a.clip_low < 1)) deck.fail("algorithm.clip_low", "must be in [0, 1) (0 = algorithm.clip_eps)");
+  a.clip_high = deck.get<double>("algorithm.clip_high");
+  if (!(a.clip_high >= 0)) deck.fail("algorithm.clip_high", "must be >= 0 (0 = algorithm.clip_eps)");
+  if (a.clip_low == 0) a.clip_low = a.clip_eps;
+  if (a.clip_high == 0) a.clip_high = a.clip_eps;
+  a.clip_ratio_c = deck.get<double>("algorithm.clip_ratio_c");
+  if (!(a.clip_ratio_c == 0 || a.clip_ratio_c > 1))
+    deck.fail("algorithm.clip_ratio_c", "must be 0 (off) or > 1: the dual clip bounds the loss of a negative-advantage "
+                                        "token at clip_ratio_c * |A|, above the ordinary clip's (1 + clip_high) * |A| only when > 1");
+  a.loss_agg_mode = choose(deck, "algorithm.loss_agg_mode", kLossAggs);
+  a.loss_agg_norm = deck.get<double>("algorithm.loss_agg_norm");
+  if (!(a.loss_agg_norm >= 0)) deck.fail("algorithm.loss_agg_norm", "must be >= 0 (0 = rollout.max_new_tokens)");
+  a.norm_adv_by_std = deck.get<bool>("algorithm.norm_adv_by_std");
+}
+
+// What happens to the samples before the advantages: dynamic sampling, overlong filter and penalty.
+void load_recipe_sampling(const Deck& deck, AlgorithmConfig& a) {
+  a.dynamic_sampling = deck.get<bool>("algorithm.dynamic_sampling");
+  a.dynamic_sampling_max_rounds = deck.get<int>("algorithm.dynamic_sampling_max_rounds");
+  if (a.dynamic_sampling_max_rounds < 1) deck.fail("algorithm.dynamic_sampling_max_rounds", "must be at least 1");
+  if (a.dynamic_sampling && a.samples_per_prompt < 2)
+    deck.fail("algorithm.dynamic_sampling", "needs algorithm.samples_per_prompt >= 2 (it drops prompts whose samples all "
+                                            "score the same)");
+  a.overlong_filter = deck.get<bool>("algorithm.overlong_filter");
+  a.overlong_buffer = deck.get<int>("algorithm.overlong_buffer");
+  if (a.overlong_buffer < 0) deck.fail("algorithm.overlong_buffer", "must be >= 0 (0 = no overlong penalty)");
+  a.overlong_penalty_factor = deck.get<double>("algorithm.overlong_penalty_factor");
+  if (!(a.overlong_penalty_factor >= 0)) deck.fail("algorithm.overlong_penalty_factor", "must be >= 0");
 }
 
 AlgorithmConfig load_algorithm(const Deck& deck) {
@@ -511,9 +572,13 @@ AlgorithmConfig load_algorithm(const Deck& deck) {
   a.whiten_advantages = deck.get<bool>("algorithm.whiten_advantages");
   a.samples_per_prompt = deck.get<int>("algorithm.samples_per_prompt");
   if (a.samples_per_prompt < 1) deck.fail("algorithm.samples_per_prompt", "must be at least 1");
-  if ((a.algorithm == Algorithm::grpo || a.algorithm == Algorithm::rloo) && a.samples_per_prompt < 2)
+  const bool grouped = a.algorithm == Algorithm::grpo || a.algorithm == Algorithm::rloo ||
+                       a.algorithm == Algorithm::reinforce_pp_baseline;
+  if (grouped && a.samples_per_prompt < 2)
     deck.fail("algorithm.samples_per_prompt", "must be at least 2 for " + std::string(name_of(a.algorithm)) +
                                                   " (its baseline comes from the other samples of a prompt)");
+  load_policy_loss(deck, a);
+  load_recipe_sampling(deck, a);
   return a;
 }
 

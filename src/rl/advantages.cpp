@@ -208,12 +208,21 @@ torch::Tensor spread(const torch::Tensor& per_sequence, const torch::Tensor& act
 }  // namespace
 
 torch::Tensor grpo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
-                              int samples_per_prompt, double eps) {
+                              int samples_per_prompt, double eps, bool scale_by_std) {
   torch::NoGradGuard no_grad;
   auto g = grouped_scores("grpo_advantages", scores, action_mask, samples_per_prompt, 1);
   auto mean = g.mean(1, /*keepdim=*/true);
+  if (!scale_by_std) return spread(g - mean, action_mask);
   auto std = (g - mean).square().mean(1, /*keepdim=*/true).sqrt();  // population std (no Bessel)
   return spread((g - mean) / (std + eps), action_mask);
+}
+
+torch::Tensor group_centred(const torch::Tensor& scores, int samples_per_prompt) {
+  torch::NoGradGuard no_grad;
+  QUARTET_CHECK(scores.defined() && scores.dim() == 1, "group_centred: scores must be [B], got " + shape_of(scores));
+  const int64_t B = scores.size(0);
+  auto g = grouped_scores("group_centred", scores, torch::ones({B, 1}, scores.options()), samples_per_prompt, 1);
+  return (g - g.mean(1, /*keepdim=*/true)).reshape({B}).to(torch::kFloat32);
 }
 
 torch::Tensor rloo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,

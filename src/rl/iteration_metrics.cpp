@@ -22,6 +22,7 @@ void IterationMetrics::add_rollouts(const torch::Tensor& scores, const torch::Te
 void IterationMetrics::add_policy(const UpdateStats& s, double kl_coefficient) {
   policy_loss += s.loss;
   clip_fraction += s.clip_fraction;
+  dual_clip_fraction += s.dual_clip_fraction;
   approx_kl += s.approx_kl;
   entropy += s.entropy;
   kl_loss += s.kl_loss;
@@ -39,7 +40,9 @@ void IterationMetrics::add_value(const UpdateStats& s) {
 void IterationMetrics::reduce(MPI_Comm world) {
   double* sums[] = {&score_sum,  &score_sq_sum,  &score_count, &kl_sum,          &length_sum,
                     &policy_loss, &clip_fraction, &approx_kl,  &entropy,         &kl_loss,
-                    &value_loss, &value_clip_fraction, &grad_norm_actor, &grad_norm_critic, &kl_coef, &lr};
+                    &value_loss, &value_clip_fraction, &grad_norm_actor, &grad_norm_critic, &kl_coef, &lr,
+                    &dual_clip_fraction, &truncated, &overlong_penalty, &groups_drawn, &groups_dropped,
+                    &groups_filled, &drawn_score_sum, &drawn_count, &sampling_rounds};
   std::vector<double> s;
   for (double* v : sums) s.push_back(*v);
   watched::allreduce(MPI_IN_PLACE, s.data(), static_cast<int>(s.size()), MPI_DOUBLE, MPI_SUM, world,
@@ -85,6 +88,21 @@ std::string IterationMetrics::log_line(int iteration, int iterations, const Algo
     std::snprintf(buf, sizeof buf, " | value %.4f", value_loss);
     line += buf;
   }
+  if (show_dual_clip) {
+    std::snprintf(buf, sizeof buf, " dual %.3f", dual_clip_fraction);
+    line += buf;
+  }
+  if (show_dynamic_sampling) {
+    std::snprintf(buf, sizeof buf, " | drawn %.0f groups, %.0f dropped, %.0f filled, %.0f rounds, reward %.3f",
+                  groups_drawn, groups_dropped, groups_filled, sampling_rounds,
+                  drawn_score_sum / std::max(1.0, drawn_count));
+    line += buf;
+  }
+  if (show_overlong) {
+    std::snprintf(buf, sizeof buf, " | truncated %.3f penalty %.3f", truncated / std::max(1.0, score_count),
+                  overlong_penalty / std::max(1.0, score_count));
+    line += buf;
+  }
   std::snprintf(buf, sizeof buf, " | len %.1f | %.0f tok/s | gen %.2fs score %.2fs adv %.2fs train %.2fs iter %.2fs | ETA %s",
                 response_length(), tokens_per_second(), phase_seconds[kGenerate], phase_seconds[kScore],
                 phase_seconds[kAdvantages], phase_seconds[kTrain], iteration_seconds, duration_text(eta_seconds).c_str());
@@ -105,6 +123,18 @@ std::map<std::string, double> IterationMetrics::named(const AlgorithmSpec& algor
     m["grad_norm_critic"] = grad_norm_critic;
   }
   if (algorithm.kl == KlUse::loss) m["kl_loss"] = kl_loss;
+  if (show_dual_clip) m["dual_clip_fraction"] = dual_clip_fraction;
+  if (show_dynamic_sampling) {
+    m["groups_drawn"] = groups_drawn;
+    m["groups_dropped"] = groups_dropped;
+    m["groups_filled"] = groups_filled;
+    m["sampling_rounds"] = sampling_rounds;
+    m["reward_drawn_mean"] = drawn_score_sum / std::max(1.0, drawn_count);
+  }
+  if (show_overlong) {
+    m["truncated_fraction"] = truncated / std::max(1.0, score_count);
+    m["overlong_penalty"] = overlong_penalty / std::max(1.0, score_count);
+  }
   return m;
 }
 

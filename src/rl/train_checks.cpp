@@ -42,9 +42,18 @@ void check_train_deck(const Config& cfg, const Placement& placement) {
   if (cfg.profile.iteration > cfg.run.iterations)
     cfg.deck.fail("profile.iteration", "is " + std::to_string(cfg.profile.iteration) + ", past run.iterations = " +
                                            std::to_string(cfg.run.iterations) + ": nothing would be profiled");
+  const AlgorithmConfig& al = cfg.algorithm;
+  if (al.overlong_buffer >= cfg.rollout.max_new_tokens)
+    cfg.deck.fail("algorithm.overlong_buffer", "is " + std::to_string(al.overlong_buffer) +
+                                                   ", which must be below rollout.max_new_tokens (" +
+                                                   std::to_string(cfg.rollout.max_new_tokens) +
+                                                   "): the penalty starts at max_new_tokens - overlong_buffer tokens");
+  if (al.dynamic_sampling && algorithm_spec(al.algorithm).trains_critic)
+    cfg.deck.fail("algorithm.dynamic_sampling", std::string("is on, but ") + name_of(al.algorithm) +
+                                                    " trains a critic, whose rollouts would have to follow the "
+                                                    "actor's choice: use grpo | rloo | reinforce++ | reinforce++-baseline");
   // A minibatch is drawn from one actor rank's sequences of an iteration: a larger one is not
   // what the deck asks for (it would silently be the whole batch).
-  const AlgorithmConfig& al = cfg.algorithm;
   const int64_t rows = int64_t(cfg.rollout.batch) * al.samples_per_prompt;
   if (al.minibatch > rows)
     cfg.deck.fail("algorithm.minibatch", "is " + std::to_string(al.minibatch) + ", more than the " + std::to_string(rows) +

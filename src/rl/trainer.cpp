@@ -16,9 +16,11 @@
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/io/run_file.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/dynamic_sampling.hpp"
 #include "quartet/rl/iteration_metrics.hpp"
 #include "quartet/rl/iteration_record.hpp"
 #include "quartet/rl/model_parking.hpp"
+#include "quartet/rl/overlong.hpp"
 #include "quartet/rl/phase_clock.hpp"
 #include "quartet/rl/rollout_generator.hpp"
 #include "quartet/rl/rule_rewards.hpp"
@@ -53,8 +55,7 @@ class Trainer {
       it.index = index;
       IterationMetrics metrics;
       clock_.begin_iteration(index);
-      generate(it);
-      score(it);
+      sample(it, metrics);
       if (stop_.stop_now()) return stopped_between_phases();
       estimate_advantages(it, metrics);
       if (stop_.stop_now()) return stopped_between_phases();
@@ -76,8 +77,11 @@ class Trainer {
   void open_run_file(const TrainerState& state);
   void make_phases();
 
+  void sample(Iteration& it, IterationMetrics& metrics);
   void generate(Iteration& it);
   void score(Iteration& it);
+  void mark_overlong(Iteration& it);
+  bool another_round(bool mine);
   void estimate_advantages(Iteration& it, IterationMetrics& metrics);
   void update(Iteration& it, IterationMetrics& metrics);
   void record(const Iteration& it, IterationMetrics& metrics, double seconds_per_iteration);
@@ -247,6 +251,63 @@ void Trainer::make_phases() {
 
 // ---- the phases ---------------------------------------------------------------------------------
 
+// Generation and scoring: one round, or with algorithm.dynamic_sampling as many as it takes to
+// keep rollout.batch informative prompt groups on every actor rank (rl/dynamic_sampling.hpp).
+void Trainer::sample(Iteration& it, IterationMetrics& metrics) {
+  metrics.show_dual_clip = al_.clip_ratio_c > 0;
+  metrics.show_overlong = al_.overlong_filter || al_.overlong_buffer > 0;
+  metrics.show_dynamic_sampling = al_.dynamic_sampling;
+  generate(it);
+  score(it);
+  mark_overlong(it);
+  if (!al_.dynamic_sampling) return;
+  RoleModel* actor = model(Role::actor);
+  std::optional<DynamicBatch> kept;
+  if (actor) kept.emplace(al_.samples_per_prompt, cfg_.rollout.batch, sampling_.pad_id, max_rollout_width(cfg_.rollout));
+  int rounds = 1;
+  for (;; ++rounds) {
+    const bool full = !actor || kept->add(std::move(it));
+    if (!another_round(!full) || rounds >= al_.dynamic_sampling_max_rounds) break;
+    Iteration next;
+    next.index = it.index;
+    next.round = rounds;
+    clock_.start();
+    generate(next);
+    score(next);
+    mark_overlong(next);
+    it = std::move(next);
+  }
+  if (!actor) return;
+  it = kept->take();
+  metrics.groups_drawn += static_cast<double>(kept->groups_drawn());
+  metrics.groups_dropped += static_cast<double>(kept->groups_dropped());
+  metrics.groups_filled += static_cast<double>(kept->groups_filled());
+  metrics.drawn_score_sum += kept->drawn_score_sum();
+  metrics.drawn_count += static_cast<double>(kept->drawn_samples());
+  if (actor->group->rank() == 0) metrics.sampling_rounds += rounds;
+}
+
+// Whether any rank wants another generation round (collective over the world: every scoring
+// group takes part in every round).
+bool Trainer::another_round(bool mine) {
+  int any = mine ? 1 : 0;
+  watched::allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, rt_.world.comm(), "dynamic sampling: another round?");
+  return any != 0;
+}
+
+// Actor ranks: which rows ran out of room (algorithm.overlong_filter), and DAPO's soft overlong
+// penalty on the scores (algorithm.overlong_buffer), before dynamic sampling judges them.
+void Trainer::mark_overlong(Iteration& it) {
+  if (!model(Role::actor) || !(al_.overlong_filter || al_.overlong_buffer > 0)) return;
+  it.truncated = truncated_rows(it.batch, sampling_.stop_ids, cfg_.rollout.max_new_tokens).to(torch::kCPU);
+  if (al_.overlong_buffer > 0) {
+    auto lengths = it.batch.action_mask.ne(0).sum(1).to(torch::kCPU);
+    it.overlong_penalty = overlong_penalty(lengths, cfg_.rollout.max_new_tokens, al_.overlong_buffer,
+                                           al_.overlong_penalty_factor);
+    it.scores = it.scores.to(torch::kCPU, torch::kFloat32) + it.overlong_penalty;
+  }
+}
+
 void Trainer::generate(Iteration& it) {
   if (generator_) {
     parking_->keep_only({Role::actor});
@@ -287,6 +348,8 @@ void Trainer::estimate_advantages(Iteration& it, IterationMetrics& metrics) {
       it.kl = kl_estimate(it.old_logp.to(dev), it.ref_logp, mask, al_.kl_estimator);
     }
     metrics.add_rollouts(it.scores, mask, it.kl);
+    if (it.truncated.defined()) metrics.truncated += it.truncated.sum().item<double>();
+    if (it.overlong_penalty.defined()) metrics.overlong_penalty += it.overlong_penalty.sum().item<double>();
     AdvantageInputs in{shaped, it.kl, it.values, mask, kl_.coef, group};
     AdvantagesReturns ar = spec_.advantages(in, al_);
     it.advantages = ar.advantages;
@@ -307,8 +370,13 @@ void Trainer::update(Iteration& it, IterationMetrics& metrics) {
   const uint64_t shuffle_seed = cfg_.run.seed * 31u + static_cast<uint64_t>(it.index);
   if (RoleModel* actor = model(Role::actor)) {
     parking_->keep_only({Role::actor});
-    PolicyTargets targets{it.batch, it.old_logp, it.advantages, spec_.kl == KlUse::loss ? it.ref_logp : torch::Tensor(),
-                          sampling_view()};
+    PolicyTargets targets{it.batch,        it.old_logp, it.advantages, spec_.kl == KlUse::loss ? it.ref_logp : torch::Tensor(),
+                          sampling_view(), torch::Tensor()};
+    if (al_.overlong_filter) {
+      // Truncated rows count nothing in the loss: their loss mask is empty.
+      auto finished = it.truncated.logical_not().to(it.batch.action_mask.device()).unsqueeze(1);
+      targets.loss_mask = it.batch.action_mask * finished.to(it.batch.action_mask.scalar_type());
+    }
     it.policy = update_policy(*actor, targets, cfg_, &actor_step_, actor_total_, shuffle_seed);
     if (actor->group->rank() == 0) metrics.add_policy(it.policy, kl_.coef);
   }

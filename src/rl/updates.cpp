@@ -24,7 +24,12 @@ namespace {
 
 // A micro-batch's results, as StepGraph::MicroBatch returns them: the loss to back-propagate,
 // then the statistics summed over the phase (undefined where the algorithm has none).
-enum Slot { kLoss, kReportedLoss, kClip, kApproxKl, kEntropy, kKl, kSlots };
+enum Slot { kLoss, kReportedLoss, kClip, kApproxKl, kEntropy, kKl, kDualClip, kSlots };
+
+// A source the phase computes anew each epoch from the epoch's row order (perm), the minibatch
+// size, the minibatch count and the micro-batches per minibatch; it takes the last source slot.
+using EpochSource = std::function<torch::Tensor(const torch::Tensor& perm, int64_t minibatch, int64_t minibatches,
+                                                int64_t micros)>;
 
 // Sums over the micro-batches, kept on the device and read back once at the end of the
 // phase: a read-back per micro-batch would stall the host until the device caught up, and the
@@ -50,7 +55,7 @@ struct Totals {
 // host-side choices micro_batch makes for this phase (StepGraph::begin_phase).
 UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64_t* step, int64_t total,
                         uint64_t seed, double base_lr, std::vector<torch::Tensor> sources, int64_t variant,
-                        const StepGraph::MicroBatch& micro_batch) {
+                        const StepGraph::MicroBatch& micro_batch, const EpochSource& per_epoch = nullptr) {
   ShardedModel& model = *rm.model;
   const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
   const int64_t agreed = group_max(model.group(), rows);
@@ -61,7 +66,7 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
   if (config.train.cuda_graphs && StepGraph::applies(model)) {
     if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
     graph = rm.step_graph.get();
-    graph->begin_phase(sources, variant);
+    if (!per_epoch) graph->begin_phase(sources, variant);
   }
   Totals t;
   UpdateStats s;
@@ -70,6 +75,10 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
     // Drawn on the CPU (the same order on every device), then moved once: a CPU index per
     // micro-batch would be a blocking copy, which waits for all the device's queued work.
     auto perm = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong)).to(model.device());
+    if (per_epoch) {
+      sources.back() = per_epoch(perm, mb, minibatches, micros);
+      if (graph) graph->begin_phase(sources, variant);  // the graphs copy the sources again
+    }
     for (int64_t k = 0; k < minibatches; ++k) {
       model.zero_grad();
       const int64_t lo = std::min(rows, k * mb), hi = std::min(rows, (k + 1) * mb);
@@ -106,6 +115,7 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
   const double n = std::max(1, t.micro);
   s.loss = t.value(kReportedLoss) / n;
   s.clip_fraction = t.value(kClip) / n;
+  s.dual_clip_fraction = t.value(kDualClip) / n;
   s.approx_kl = t.value(kApproxKl) / n;
   s.entropy = t.value(kEntropy) / n;
   s.kl_loss = t.value(kKl) / n;
@@ -120,32 +130,58 @@ std::vector<torch::Tensor> empty_turn(ShardedModel& model) {
   return out;
 }
 
-// The policy's loss on one micro-batch (rows `i` of the phase's sources: sequences, attention
-// and action masks, old log-probs, advantages, reference log-probs when the KL is a loss term),
-// and its statistics in Slot order. Every term of the policy loss is formed here.
-std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmConfig& al, bool kl_loss_term,
-                                              const SamplingView& view, PaddingLayout padding,
+// Each row's step denominator for this epoch's order (losses.hpp LossAggregation): the
+// aggregation's count over the step's rows on every rank of the group, divided by the group's
+// size (its gradients are averaged over the ranks) and by the step's micro-batches (each one's
+// backward is divided by their number). One all-reduce per epoch.
+torch::Tensor step_denominators(const torch::Tensor& weights, const torch::Tensor& perm, int64_t minibatch,
+                                int64_t minibatches, int64_t micros, Collectives& group) {
+  const int64_t rows = perm.numel();
+  auto step_of = torch::arange(rows, perm.options()).div(minibatch, "floor");
+  auto counts = torch::zeros({minibatches}, weights.options().dtype(torch::kFloat64));
+  counts.index_add_(0, step_of, weights.index_select(0, perm).to(torch::kFloat64));
+  auto on_group = counts.to(group.device());
+  group.all_reduce(on_group, ReduceOp::sum);
+  // At least 1: a step without a token anywhere adds 0 / 1.
+  auto den = (on_group.to(counts.device()).clamp_min(1.0) / static_cast<double>(group.size() * micros))
+                 .to(torch::kFloat32);
+  auto out = torch::empty({rows}, den.options());
+  out.index_copy_(0, perm, den.index_select(0, step_of));
+  return out;
+}
+
+// The phase's sources of the policy update, by slot.
+enum PolicySource { kSeq, kAttn, kActions, kOldLogp, kAdvantages, kRefLogp, kLossMask, kDenominator, kPolicySources };
+
+// The policy's loss on one micro-batch (rows `i` of the phase's sources, PolicySource), and its
+// statistics in Slot order. Every term of the policy loss is formed here, each aggregated over
+// the optimizer step (LossAggregation) as the policy-gradient term is.
+std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmConfig& al, double agg_norm,
+                                              bool kl_loss_term, const SamplingView& view, PaddingLayout padding,
                                               const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
   if (i.numel() == 0) return empty_turn(*actor.model);
-  const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
-  auto mask = b.action_mask.to(torch::kFloat32);
+  const RolloutBatch b = select_rows(RolloutBatch{src[kSeq], src[kAttn], src[kActions]}, i);
+  auto mask = src[kLossMask].index_select(0, i).to(torch::kFloat32);
+  LossAggregation agg{al.loss_agg_mode, agg_norm, src[kDenominator].index_select(0, i).narrow(0, 0, 1).reshape({})};
+  PolicyLossOptions options{al.policy_loss, al.clip_low, al.clip_high, al.clip_ratio_c};
   std::vector<torch::Tensor> out(kSlots);
   torch::Tensor entropy;
-  auto logp = action_logprobs(*actor.model, b, view, al.entropy_coef > 0 ? &entropy : nullptr, padding);
-  auto pl = ppo_policy_loss(logp, src[3].index_select(0, i), src[4].index_select(0, i), mask, al.clip_eps);
+  auto logp = action_logprobs(*actor.model, b, view, &entropy, padding);
+  auto pl = policy_loss(logp, src[kOldLogp].index_select(0, i), src[kAdvantages].index_select(0, i), mask, options, agg);
   auto loss = pl.loss;
-  if (al.entropy_coef > 0) {
-    out[kEntropy] = masked_mean(entropy, mask);
-    loss = loss - al.entropy_coef * out[kEntropy];
-  }
+  // The entropy is logged either way (a softmax over the logits the log-probs came from); it
+  // is a loss term, with its gradient, only with a coefficient.
+  out[kEntropy] = masked_mean(entropy.detach(), mask);
+  if (al.entropy_coef > 0) loss = loss - al.entropy_coef * aggregate_loss(entropy, mask, agg);
   if (kl_loss_term) {
-    out[kKl] = kl_loss(logp, src[5].index_select(0, i), mask);
+    out[kKl] = kl_loss(logp, src[kRefLogp].index_select(0, i), mask, al.kl_loss_estimator, agg);
     loss = loss + al.kl_coef * out[kKl];
   }
   out[kLoss] = loss;
   out[kReportedLoss] = pl.loss;
   out[kClip] = pl.clip_fraction;
   out[kApproxKl] = pl.approx_kl;
+  if (al.clip_ratio_c > 0) out[kDualClip] = pl.dual_clip_fraction;
   return out;
 }
 
@@ -159,17 +195,29 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
   // copies would each wait for the device.
   const RolloutBatch batch = on_device(tg.batch, dev);
-  std::vector<torch::Tensor> sources{batch.sequences, batch.attention_mask, batch.action_mask, tg.old_logp.to(dev),
-                                     tg.advantages.to(dev), kl_loss_term ? tg.ref_logp.to(dev) : torch::Tensor()};
+  const torch::Tensor loss_mask = tg.loss_mask.defined() ? tg.loss_mask.to(dev) : batch.action_mask;
+  std::vector<torch::Tensor> sources(kPolicySources);
+  sources[kSeq] = batch.sequences;
+  sources[kAttn] = batch.attention_mask;
+  sources[kActions] = batch.action_mask;
+  sources[kOldLogp] = tg.old_logp.to(dev);
+  sources[kAdvantages] = tg.advantages.to(dev);
+  if (kl_loss_term) sources[kRefLogp] = tg.ref_logp.to(dev);
+  sources[kLossMask] = loss_mask;
+  const torch::Tensor weights = aggregation_weights(loss_mask, al.loss_agg_mode);
+  Collectives& group = actor.model->group();
   const SamplingView view = tg.view;
   const PaddingLayout padding = padding_layout(tg.batch);  // per phase: a read-back where on a device
-  return run_updates(actor, tg.batch.rows(), config, step, total, seed,
-                     actor.optimizer ? model_section(config, Role::actor).lr : 0, std::move(sources),
-                     static_cast<int64_t>(padding),
-                     [&actor, &al, kl_loss_term, view, padding](const std::vector<torch::Tensor>& src,
-                                                                 const torch::Tensor& i) {
-                       return policy_micro_batch(actor, al, kl_loss_term, view, padding, src, i);
-                     });
+  const double agg_norm = al.loss_agg_norm > 0 ? al.loss_agg_norm : config.rollout.max_new_tokens;
+  return run_updates(
+      actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
+      std::move(sources), static_cast<int64_t>(padding),
+      [&actor, &al, agg_norm, kl_loss_term, view, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+        return policy_micro_batch(actor, al, agg_norm, kl_loss_term, view, padding, src, i);
+      },
+      [&weights, &group](const torch::Tensor& perm, int64_t minibatch, int64_t minibatches, int64_t micros) {
+        return step_denominators(weights, perm, minibatch, minibatches, micros, group);
+      });
 }
 
 UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,
@@ -179,11 +227,11 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
   const RolloutBatch on_dev = on_device(batch, dev);
   std::vector<torch::Tensor> sources{on_dev.sequences, on_dev.attention_mask, on_dev.action_mask,
                                      old_values.to(dev), returns.to(dev)};
-  const double value_clip = config.algorithm.value_clip;
+  const double value_clip = config.algorithm.value_clip, value_coef = config.algorithm.value_coef;
   const PaddingLayout padding = padding_layout(batch);
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
                      std::move(sources), static_cast<int64_t>(padding),
-                     [&critic, value_clip, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                     [&critic, value_clip, value_coef, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
                        if (i.numel() == 0) return empty_turn(*critic.model);
                        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
                        auto mask = b.action_mask.to(torch::kFloat32);
@@ -191,7 +239,7 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                        auto vl = ppo_value_loss(values, src[3].index_select(0, i), src[4].index_select(0, i), mask,
                                                 value_clip);
                        std::vector<torch::Tensor> out(kSlots);
-                       out[kLoss] = vl.loss;
+                       out[kLoss] = value_coef == 1.0 ? vl.loss : vl.loss * value_coef;
                        out[kReportedLoss] = vl.loss;
                        out[kClip] = vl.clip_fraction;
                        return out;

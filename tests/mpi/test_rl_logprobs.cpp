@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -313,6 +314,79 @@ TEST(RlLogprobsHF, TrainingAndScoringFormsMatchHF) {
       EXPECT_TRUE(std::isfinite(norm) && norm > 0) << "unit " << u << ": gradient norm " << norm;
     }
   }
+}
+
+// Top-k, top-p and min_new_tokens shape what generation samples from, but neither the old
+// log-probs (taken at sampling time by a separate no-grad pass) nor the new ones (the update's
+// pass with grad, over the same rows and padding layout) see them: both are of the
+// temperature-scaled distribution over the tokenizer's ids, as verl and OpenRLHF take them. So
+// before any update the ratio is exactly 1, and both equal log_softmax(logits / T) written out
+// here. The sampler's truncated distribution
+// gives other numbers (checked, so that a side that used it would fail the equality).
+TEST_F(RlLogprobs, OldAndNewAreOfTheTemperatureScaledFullDistribution) {
+  const int64_t B = 6, P = 4, N = 8;
+  const double T = 0.7;
+  auto gen = at::detail::createCPUGenerator(17);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t r = 0; r < B; ++r) {
+    auto ids = torch::randint(1, kLimit, {P - r % 2}, gen, torch::kLong);
+    prompts.emplace_back(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  }
+  auto [prompt, prompt_mask] = left_pad(prompts, /*pad_id=*/0);
+  SamplingParams sp;
+  sp.temperature = T;
+  sp.top_k = 6;
+  sp.top_p = 0.8;
+  sp.min_new_tokens = 3;
+  sp.max_new_tokens = N;
+  sp.stop_ids = {3, 7, 11};
+  sp.vocab_limit = kLimit;
+  sp.seed = 9;
+  model_->gather_full();
+  Generation g = generate(model_->module(), prompt, prompt_mask, sp);
+  model_->release_full();
+  const int64_t A = g.tokens.size(1) - P;
+  RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, A).contiguous()};
+  const SamplingView view{kLimit, T};
+  const auto mask = b.action_mask.to(torch::kBool);
+
+  const auto old_logp = score_logprobs(*model_, b, B, view);  // as RolloutGenerator takes them
+
+  const auto new_logp = action_logprobs(*model_, b, view, nullptr, padding_layout(b));  // as the update does, with grad
+  ASSERT_TRUE(new_logp.requires_grad());
+  EXPECT_TRUE(torch::equal(old_logp.masked_select(mask), new_logp.detach().masked_select(mask)))
+      << "the ratio before any update must be exactly 1\n" << old_logp << "\n" << new_logp;
+
+  torch::NoGradGuard no_grad;
+  const auto logits = model_->forward(b.sequences, b.attention_mask).narrow(1, P - 1, A).to(torch::kDouble);
+  const auto scaled = logits.narrow(-1, 0, kLimit) / T;
+  const auto actions = b.sequences.narrow(1, P, A).clamp_max(kLimit - 1).unsqueeze(-1);
+  const auto full = torch::log_softmax(scaled, -1).gather(-1, actions).squeeze(-1);
+  EXPECT_TRUE(torch::allclose(old_logp.to(torch::kDouble).masked_select(mask), full.masked_select(mask), 1e-5, 1e-6));
+  // The sampler's distribution: the stop ids out for the first 3 actions (min_new_tokens), then
+  // HF's warpers: the top 6; of those, renormalised, the likeliest whose likelier ones hold less
+  // than 0.8; then renormalised. Every sampled token lies inside it, and its log-prob there is
+  // higher.
+  const double inf = std::numeric_limits<double>::infinity();
+  auto shaped = scaled.clone();
+  for (int64_t id : sp.stop_ids) shaped.narrow(1, 0, 3).select(-1, id).fill_(-inf);
+  const auto probs = torch::softmax(scaled, -1);
+  const auto kth = std::get<0>(shaped.topk(6, -1)).narrow(-1, 5, 1);
+  const auto in_k = shaped.ge(kth);
+  const auto pk = torch::softmax(shaped.masked_fill(in_k.logical_not(), -inf), -1);
+  const auto [sorted, order] = pk.sort(-1, /*descending=*/true);
+  const auto before = sorted.cumsum(-1) - sorted;  // the mass of the likelier tokens
+  const auto in_p = torch::zeros_like(in_k).scatter(-1, order, before.lt(0.8));
+  const auto inside = in_k & in_p;
+  const auto kept_mass = (probs * inside.to(torch::kDouble)).sum(-1);
+  const auto truncated = full - kept_mass.log();
+  EXPECT_TRUE(inside.gather(-1, actions).squeeze(-1).masked_select(mask).all().item<bool>());
+
+  EXPECT_GT((truncated - full).masked_select(mask).max().item<double>(), 1e-2)
+      << "top-k and top-p should have cut some mass here (pick another seed)";
+  // min_new_tokens: no stop id among the first 3 actions of any row.
+  const auto first = b.sequences.narrow(1, P, 3);
+  for (int64_t id : sp.stop_ids) EXPECT_FALSE(first.eq(id).any().item<bool>());
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ TEST(KlEstimate, NamesAndShapeErrors) {
   EXPECT_EQ(with("k2").algorithm.kl_estimator, KlEstimator::k2);
   EXPECT_STREQ(name_of(KlEstimator::k3), "k3");
   const std::string refused = test::error_of([&] { with("k4"); });
-  EXPECT_NE(refused.find("t.deck:2: algorithm.kl_estimator is 'k4'; expected one of: k1 | k2 | k3"), std::string::npos)
+  EXPECT_NE(refused.find("t.deck:2: algorithm.kl_estimator is 'k4'; expected one of: auto | k1 | k2 | k3"), std::string::npos)
       << refused;
   auto e = test::error_of([] { kl_estimate(torch::zeros({2, 3}), torch::zeros({2, 4}), torch::ones({2, 3}), KlEstimator::k1); });
   EXPECT_NE(e.find("kl_estimate: logp [2, 3] and ref_logp [2, 4] must have the same shape"), std::string::npos) << e;

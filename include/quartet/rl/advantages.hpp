@@ -7,9 +7,12 @@
 //   ppo          token rewards = -kl_coef * KL_t on every action token, + the score on the last
 //                one; GAE(gamma, lambda) over the critic's values; returns = advantages + values
 //   reinforce++  same token rewards, no critic: returns = discounted sums; advantages =
-//                returns whitened over the batch (the whole actor group)
-//   grpo         advantage of every token = (score - mean of its prompt's group) / (std + eps);
-//                the KL goes into the loss instead (losses.hpp)
+//                returns whitened over the batch (the whole actor group; whiten_advantages)
+//   reinforce++-baseline
+//                as reinforce++, the score first less the mean of its prompt's group
+//   grpo         advantage of every token = (score - mean of its prompt's group) / (std + eps),
+//                or without the division (Dr. GRPO, norm_adv_by_std = false); the KL goes into
+//                the loss instead (losses.hpp)
 //   rloo         advantage = score - mean of the other samples of the same prompt
 // Groups: samples_per_prompt consecutive sequences share a prompt.
 #include <torch/types.h>
@@ -48,9 +51,13 @@ AdvantagesReturns gae(const torch::Tensor& rewards, const torch::Tensor& values,
 // REINFORCE++ returns: G_t = r_t + gamma G_{t+1} within each sequence (holes skipped as in gae).
 torch::Tensor discounted_returns(const torch::Tensor& rewards, const torch::Tensor& action_mask, double gamma);
 // GRPO: per-sequence (score - group mean) / (group std + eps), std with Bessel's correction off
-// (as in DeepSeekMath), spread over the sequence's action tokens -> [B, T].
+// (as in DeepSeekMath), spread over the sequence's action tokens -> [B, T]. scale_by_std = false:
+// score - group mean (Dr. GRPO, Liu et al. 2025; verl's norm_adv_by_std_in_grpo = false).
 torch::Tensor grpo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
-                              int samples_per_prompt, double eps = 1e-6);
+                              int samples_per_prompt, double eps = 1e-6, bool scale_by_std = true);
+// Each score less the mean of its group (samples_per_prompt consecutive scores) -> [B], float32:
+// REINFORCE++-baseline's sequence reward before the KL and the whitening.
+torch::Tensor group_centred(const torch::Tensor& scores, int samples_per_prompt);
 // RLOO: score_i - mean_{j != i} score_j within each group, over the action tokens -> [B, T].
 torch::Tensor rloo_advantages(const torch::Tensor& scores, const torch::Tensor& action_mask,
                               int samples_per_prompt);

@@ -57,10 +57,14 @@ std::vector<torch::Tensor> split_by_pieces(const torch::Tensor& values, const st
 // The largest of every group member's `mine`.
 int64_t group_max(Collectives& group, int64_t mine);
 
-// The distribution generation draws the actions from, which their log-probs describe: the
-// logits of the tokenizer's ids only (vocab_limit > 0: the first vocab_limit; generation never
-// picks the others) divided by the sampling temperature (1 for greedy). With a tokenizer as
-// wide as the model and temperature 1, the model's own distribution.
+// The distribution the actions' log-probs describe, the old ones (at sampling time), the new
+// ones (in the update) and the reference's alike: the logits of the tokenizer's ids only
+// (vocab_limit > 0: the first vocab_limit; generation never picks the others) divided by the
+// sampling temperature (1 for greedy). With a tokenizer as wide as the model and temperature 1,
+// the model's own distribution. Top-k, top-p and min_new_tokens narrow what generation draws
+// from, but not this: they are no part of the policy being trained (verl and OpenRLHF take
+// their log-probs the same way), and the old and new log-probs of an action agree exactly until
+// the weights change (docs/training.md, "Which distribution the log-probs are of").
 struct SamplingView {
   int64_t vocab_limit = 0;
   double temperature = 1.0;

@@ -24,6 +24,7 @@ constexpr std::array<const char*, kPhases> kPhaseNames = {"generate", "score", "
 
 struct Iteration {
   int index = 0;  // 0-based; the log and the run file count from 1
+  int round = 0;  // the generation round (algorithm.dynamic_sampling; 0 otherwise)
 
   // generate
   std::vector<std::string> prompts, answers;  // one per rollout row
@@ -34,10 +35,12 @@ struct Iteration {
   // score
   std::vector<std::string> completions;  // decoded, up to the stop token
   torch::Tensor ref_logp;                // [B, A]; undefined without a reference
-  torch::Tensor scores;                  // [B] raw sequence scores
+  torch::Tensor scores;                  // [B] sequence scores (with the overlong penalty, if any)
   torch::Tensor values;                  // [B, A] the critic's; undefined without a critic
   RolloutBatch critic_batch;             // critic ranks: the rollouts they valued
   torch::Tensor critic_values;           // and their values
+  torch::Tensor truncated;               // [B] bool: no stop within max_new_tokens (algorithm.overlong_filter)
+  torch::Tensor overlong_penalty;        // [B] added to the scores (algorithm.overlong_buffer)
 
   // advantages
   torch::Tensor kl;          // [B, A] per-token KL estimate; undefined without a reference

@@ -22,6 +22,12 @@ struct IterationMetrics {
   double policy_loss = 0, clip_fraction = 0, approx_kl = 0, entropy = 0, kl_loss = 0;
   double value_loss = 0, value_clip_fraction = 0, grad_norm_actor = 0, grad_norm_critic = 0;
   double kl_coef = 0, lr = 0;
+  // The recipe options' numbers, in the log line and run.h5 only where the option is on (the
+  // trainer sets show_*). Summed over the world, except dual_clip_fraction and sampling_rounds
+  // (added by one rank).
+  double dual_clip_fraction = 0, truncated = 0, overlong_penalty = 0, groups_drawn = 0, groups_dropped = 0,
+         groups_filled = 0, drawn_score_sum = 0, drawn_count = 0, sampling_rounds = 0;
+  bool show_dual_clip = false, show_overlong = false, show_dynamic_sampling = false;
   // Lowest and highest score over the actor ranks.
   double score_min = std::numeric_limits<double>::infinity();
   double score_max = -std::numeric_limits<double>::infinity();

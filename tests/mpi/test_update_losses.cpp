@@ -1,0 +1,151 @@
+// How the updates (rl/updates.hpp) form their losses. The policy loss of an optimizer step is
+// aggregated over the whole step (algorithm.loss_agg_mode, rl/losses.hpp): its micro-batches and
+// the actor group's ranks change how it is computed, not what. One step over the same 16
+// rollout rows, rows of unequal lengths, gives the same gradient in one micro-batch or several,
+// on one rank or split over the world's (each rank with its share of the rows in micro-batches
+// of its own), for every aggregation mode. (A mean of the micro-batches' own token means, as
+// before, would differ: the micro-batches hold different numbers of tokens.) The critic's loss
+// is weighted by algorithm.value_coef.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "quartet/core/config.hpp"
+#include "quartet/dist/collectives.hpp"
+#include "quartet/model/model_config.hpp"
+#include "quartet/rl/role_models.hpp"
+#include "quartet/rl/updates.hpp"
+#include "quartet/shard/sharded_adamw.hpp"
+#include "test_main.hpp"
+
+using namespace quartet;
+
+namespace {
+
+constexpr int64_t kVocab = 64, kRows = 16, kPrompt = 5, kActions = 7;
+
+ModelConfig tiny_llama() {
+  ModelConfig m;
+  m.model_type = "llama";
+  m.vocab_size = kVocab;
+  m.hidden_size = 32;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.intermediate_size = 48;
+  m.max_positions = 64;
+  m.activation = "silu";
+  m.complete("test config");
+  return m;
+}
+
+// The same 16 rows on every rank: row r has r % 7 + 1 actions (the rest masked).
+PolicyTargets all_rows() {
+  auto gen = at::detail::createCPUGenerator(21);
+  PolicyTargets tg;
+  const int64_t T = kPrompt + kActions;
+  tg.batch.sequences = torch::randint(1, kVocab, {kRows, T}, gen, torch::kLong);
+  tg.batch.attention_mask = torch::ones({kRows, T}, torch::kLong);
+  tg.batch.action_mask = torch::ones({kRows, kActions}, torch::kLong);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int64_t keep = r % kActions + 1;
+    tg.batch.attention_mask[r].narrow(0, kPrompt + keep, kActions - keep).fill_(0);
+    tg.batch.action_mask[r].narrow(0, keep, kActions - keep).fill_(0);
+  }
+  tg.old_logp = -torch::rand({kRows, kActions}, gen) * 4 - 1;
+  tg.advantages = torch::randn({kRows, kActions}, gen);
+  tg.view = SamplingView{kVocab, 1.0};
+  return tg;
+}
+
+PolicyTargets rows(const PolicyTargets& all, int64_t begin, int64_t count) {
+  PolicyTargets tg = all;
+  auto index = torch::arange(begin, begin + count);
+  tg.batch = select_rows(all.batch, index);
+  tg.old_logp = all.old_logp.index_select(0, index);
+  tg.advantages = all.advantages.index_select(0, index);
+  return tg;
+}
+
+// One optimizer step over `tg`'s rows (a minibatch of `minibatch` >= them) in micro-batches of
+// `micro`; returns the step's gradient norm (the whole group's).
+double one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, int micro, const std::string& mode) {
+  const Config c = load_config(Deck("aggregation.deck",
+                                    "[algorithm]\nepochs = 1\nclip_eps = 0.2\nloss_agg_mode = " + mode +
+                                        "\nloss_agg_norm = 5\n[model.actor]\nlr = 1e-3\n",
+                                    {"algorithm.minibatch=" + std::to_string(minibatch),
+                                     "train.micro_batch=" + std::to_string(micro), "train.max_grad_norm=0"},
+                                    deck_schema()));
+  RoleModel actor;
+  actor.model = std::make_unique<ShardedModel>(tiny_llama(), Head::causal_lm, group, ShardOptions{},
+                                               source_random(tiny_llama(), 4, torch::kCPU));
+  AdamWOptions ao;
+  ao.lr = c.actor.lr;
+  actor.optimizer = std::make_unique<ShardedAdamW>(*actor.model, ao);
+  int64_t step = 0;
+  const UpdateStats s = update_policy(actor, tg, c, &step, 1, 7);
+  EXPECT_EQ(s.steps, 1);
+  return s.grad_norm;
+}
+
+class StepAggregation : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
+  const std::string mode = GetParam();
+  auto self = make_mpi_collectives("aggregation_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  const PolicyTargets all = all_rows();
+  const double whole = one_step(*self, all, kRows, kRows, mode);
+  ASSERT_GT(whole, 0.0);
+  for (int micro : {8, 4, 3})
+    EXPECT_NEAR(one_step(*self, all, kRows, micro, mode), whole, 1e-5 * whole) << mode << ", micro-batches of " << micro;
+  // Split over the world's ranks (2 or more: rank r takes its share of the rows, unequal where
+  // they do not divide), each in micro-batches of 3.
+  const int n = test::world().size();
+  if (n < 2) return;
+  std::vector<int> ranks(n);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  auto group = make_mpi_collectives("aggregation_world", ranks, test::world().comm(), nullptr);
+  const int64_t r = test::world().rank(), base = kRows / n, extra = kRows % n;
+  const PolicyTargets mine = rows(all, r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0));
+  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode), whole, 1e-5 * whole) << mode << ", over " << n << " ranks";
+}
+
+// value_coef multiplies the critic's loss, so its gradient: by 0.5, exactly (a power of two).
+TEST(ValueCoef, ScalesTheCriticsGradient) {
+  auto self = make_mpi_collectives("value_coef_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  const PolicyTargets tg = all_rows();
+  auto gen = at::detail::createCPUGenerator(5);
+  const auto old_values = torch::randn({kRows, kActions}, gen), returns = torch::randn({kRows, kActions}, gen);
+  auto norm = [&](double coef) {
+    const Config c = load_config(Deck("value.deck", "[algorithm]\nepochs = 1\nminibatch = 16\n",
+                                      {"algorithm.value_coef=" + std::to_string(coef)}, deck_schema()));
+    RoleModel critic;
+    critic.model = std::make_unique<ShardedModel>(tiny_llama(), Head::token_value, *self, ShardOptions{},
+                                                  source_random(tiny_llama(), 6, torch::kCPU));
+    AdamWOptions ao;
+    ao.max_grad_norm = 0;
+    critic.optimizer = std::make_unique<ShardedAdamW>(*critic.model, ao);
+    int64_t step = 0;
+    const UpdateStats s = update_critic(critic, tg.batch, old_values, returns, c, &step, 1, 3);
+    return std::make_pair(s.grad_norm, s.loss);
+  };
+  const auto one = norm(1.0), half = norm(0.5);
+  ASSERT_GT(one.first, 0.0);
+  EXPECT_EQ(half.first, 0.5 * one.first);
+  EXPECT_EQ(half.second, one.second);  // the value loss is logged unweighted
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StepAggregation,
+                         ::testing::Values("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+}  // namespace
