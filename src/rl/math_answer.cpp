@@ -184,6 +184,19 @@ bool enclosed(const std::string& s, char open, char close) {
   return true;
 }
 
+// Brackets nest at most this deep in an answer that is read as a value or a tuple: reading
+// recurses once a level, and a completion of ten thousand braces must not exhaust the stack.
+constexpr int kMaxNesting = 32;
+
+int nesting_depth(const std::string& s) {
+  int depth = 0, deepest = 0;
+  for (char c : s) {
+    if (c == '(' || c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    else if (c == ')' || c == ']' || c == '}') --depth;
+  }
+  return deepest;
+}
+
 // ---- values ---------------------------------------------------------------------------------
 
 std::optional<double> parse_signed(const std::string& s, size_t& i);
@@ -424,12 +437,14 @@ std::string normalize_math_answer(const std::string& answer) {
   if (s.size() > 1 && s[0] == '+' && (is_digit(s[1]) || s[1] == '.' || s[1] == '\\')) s.erase(0, 1);
   // Thousands separators, except in a tuple or interval, where a comma parts the elements.
   if (s.empty() || (s.front() != '(' && s.front() != '[')) s = drop_thousands_commas(s);
-  while (enclosed(s, '{', '}') || (enclosed(s, '(', ')') && top_level(s.substr(1, s.size() - 2), ',').empty()))
+  while (nesting_depth(s) <= kMaxNesting &&
+         (enclosed(s, '{', '}') || (enclosed(s, '(', ')') && top_level(s.substr(1, s.size() - 2), ',').empty())))
     s = s.substr(1, s.size() - 2);
   return s;
 }
 
 std::optional<double> math_answer_value(const std::string& normalized) {
+  if (nesting_depth(normalized) > kMaxNesting) return std::nullopt;
   size_t i = 0;
   std::optional<double> v;
   try {
@@ -444,6 +459,7 @@ std::optional<double> math_answer_value(const std::string& normalized) {
 bool math_answers_equal(const std::string& given, const std::string& reference, double tolerance) {
   const std::string a = normalize_math_answer(given), b = normalize_math_answer(reference);
   if (a.empty() || b.empty()) return false;
+  if (nesting_depth(a) > kMaxNesting || nesting_depth(b) > kMaxNesting) return a == b;
   return normalized_equal(a, b, tolerance);
 }
 

@@ -191,6 +191,11 @@ TEST(MathAnswer, Equivalence) {
   };
   for (const Row& r : rows)
     EXPECT_EQ(math_answers_equal(r.given, r.reference, 1e-9), r.equal) << r.given << " vs " << r.reference;
+  // Deep nesting is compared as text, not read recursively.
+  const std::string deep = std::string(20000, '{') + "1" + std::string(20000, '}');
+  EXPECT_TRUE(math_answers_equal(deep, deep, 1e-9));
+  EXPECT_FALSE(math_answers_equal(deep, "1", 1e-9));
+  EXPECT_EQ(completion_final_answer("\\boxed{" + deep + "}", true), deep);
   // The tolerance is relative to the larger magnitude (at least 1).
   EXPECT_TRUE(math_answers_equal("0.3333333", "1/3", 1e-6));
   EXPECT_FALSE(math_answers_equal("0.3333333", "1/3", 1e-9));
