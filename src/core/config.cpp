@@ -111,7 +111,7 @@ void add_model_keys(po::options_description& d) {
     auto key = [&](const char* k) { return sec + "." + k; };
     d.add_options()
         (key("path").c_str(), po::value<std::string>()->default_value(""), (std::string("Hugging Face model directory (config.json, *.safetensors, tokenizer.json); hf:ORG/NAME[@REVISION] (that model in the local hub cache, model.hub_cache); random:FILE.json (that config, random weights); random:<family> (") + kRandomFamilies + ", sized by the keys below)").c_str())
-        (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add)")
+        (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add); several rewards with weights: reward.terms instead")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
         (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
         (key("layers").c_str(), po::value<int>()->default_value(m.layers), "random:<family>: transformer blocks")
@@ -227,6 +227,7 @@ const po::options_description& deck_schema() {
                      add_algorithm_keys, add_output_keys, add_rollout_keys})
       add(d);
     d.add(kernels_schema());
+    d.add(reward_schema());
     return d;
   }();
   return schema;
@@ -599,7 +600,8 @@ Config load_config(const Deck& deck) {
            load_output(deck),
            load_checkpoint(deck),
            load_kernels_config(deck),
-           load_profile_config(deck)};
+           load_profile_config(deck),
+           load_reward_config(deck)};
   return c;
 }
 

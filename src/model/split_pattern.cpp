@@ -100,6 +100,26 @@ bool Regex::matches_at(std::string_view s, size_t pos) const {
   return match(s, pos, PCRE2_ANCHORED, md);
 }
 
+bool Regex::matches_whole(std::string_view s) const {
+  MatchData md(code_);
+  return match(s, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md);
+}
+
+std::vector<std::pair<size_t, size_t>> Regex::groups_at(std::string_view s, size_t pos) const {
+  MatchData md(code_);
+  std::vector<std::pair<size_t, size_t>> out;
+  if (!match(s, pos, PCRE2_ANCHORED, md)) return out;
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+  const uint32_t pairs = pcre2_get_ovector_count(md.get());
+  uint32_t groups = 0;
+  pcre2_pattern_info(code_, PCRE2_INFO_CAPTURECOUNT, &groups);
+  for (uint32_t g = 0; g <= groups && g < pairs; ++g) {
+    if (ov[2 * g] == PCRE2_UNSET) out.emplace_back(std::string_view::npos, std::string_view::npos);
+    else out.emplace_back(ov[2 * g], ov[2 * g + 1]);
+  }
+  return out;
+}
+
 bool Regex::match(std::string_view s, size_t pos, uint32_t options, MatchData& md) const {
   auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   int rc = pcre2_match(code_, subject, s.size(), pos, options | PCRE2_NO_UTF_CHECK, md.get(), nullptr);

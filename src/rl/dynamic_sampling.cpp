@@ -34,14 +34,15 @@ torch::Tensor rows_of(const torch::Tensor& t, const torch::Tensor& rows) {
   return t.defined() ? t.index_select(0, rows.to(t.device())) : t;
 }
 
-// The defined tensors of `field` over the parts, [r, A_k] ones padded to `actions` columns.
+// The defined tensors of `field` over the parts, [r, A_k] ones padded to `actions` columns
+// (actions < 0: concatenated as they are).
 torch::Tensor cat_field(const std::vector<Iteration>& parts, torch::Tensor Iteration::*field, int64_t actions) {
   std::vector<torch::Tensor> ts;
   for (const auto& p : parts)
     if ((p.*field).defined()) ts.push_back(p.*field);
   if (ts.empty()) return {};
   QUARTET_CHECK(ts.size() == parts.size(), "concat_iterations: a field is defined in some rounds only");
-  if (ts[0].dim() == 2) return cat_actions(ts, actions);
+  if (ts[0].dim() == 2 && actions >= 0) return cat_actions(ts, actions);
   return torch::cat(ts);
 }
 
@@ -56,10 +57,11 @@ Iteration select_iteration_rows(const Iteration& it, const torch::Tensor& rows) 
   out.prompts = pick(it.prompts, r);
   out.answers = pick(it.answers, r);
   out.completions = pick(it.completions, r);
+  out.records = pick(it.records, r);
   out.batch = select_rows(it.batch, cpu);
   out.chunks = {out.batch};
   for (auto field : {&Iteration::old_logp, &Iteration::ref_logp, &Iteration::scores, &Iteration::truncated,
-                     &Iteration::overlong_penalty})
+                     &Iteration::overlong_penalty, &Iteration::reward_terms})
     out.*field = rows_of(it.*field, cpu);
   return out;
 }
@@ -72,7 +74,7 @@ Iteration concat_iterations(const std::vector<Iteration>& parts, int64_t pad_id,
   std::vector<RolloutBatch> batches;
   for (const auto& p : parts) {
     batches.push_back(p.batch);
-    for (auto field : {&Iteration::prompts, &Iteration::answers, &Iteration::completions})
+    for (auto field : {&Iteration::prompts, &Iteration::answers, &Iteration::completions, &Iteration::records})
       (out.*field).insert((out.*field).end(), (p.*field).begin(), (p.*field).end());
   }
   out.batch = concat_rollouts(batches, pad_id, max_width);
@@ -81,6 +83,7 @@ Iteration concat_iterations(const std::vector<Iteration>& parts, int64_t pad_id,
   for (auto field : {&Iteration::old_logp, &Iteration::ref_logp, &Iteration::scores, &Iteration::truncated,
                      &Iteration::overlong_penalty})
     out.*field = cat_field(parts, field, A);
+  out.reward_terms = cat_field(parts, &Iteration::reward_terms, /*actions=*/-1);  // [r, T]: no action columns
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <vector>
 
 #include "quartet/dist/watched_mpi.hpp"
@@ -17,6 +18,17 @@ void IterationMetrics::add_rollouts(const torch::Tensor& scores, const torch::Te
   score_max = std::max(score_max, scores.max().item<double>());
   length_sum += mask.sum().item<double>();
   if (kl.defined()) kl_sum += kl.sum().item<double>();
+}
+
+void IterationMetrics::name_reward_terms(const std::vector<std::string>& names) {
+  reward_term_names = names;
+  reward_term_sums.assign(names.size(), 0.0);
+}
+
+void IterationMetrics::add_reward_terms(const torch::Tensor& terms) {
+  const auto sums = terms.to(torch::kCPU).to(torch::kFloat64).sum(0).contiguous();
+  for (size_t t = 0; t < reward_term_sums.size() && t < static_cast<size_t>(sums.numel()); ++t)
+    reward_term_sums[t] += sums[static_cast<int64_t>(t)].item<double>();
 }
 
 void IterationMetrics::add_policy(const UpdateStats& s, double kl_coefficient) {
@@ -45,9 +57,11 @@ void IterationMetrics::reduce(MPI_Comm world) {
                     &groups_filled, &drawn_score_sum, &drawn_count, &sampling_rounds};
   std::vector<double> s;
   for (double* v : sums) s.push_back(*v);
+  s.insert(s.end(), reward_term_sums.begin(), reward_term_sums.end());
   watched::allreduce(MPI_IN_PLACE, s.data(), static_cast<int>(s.size()), MPI_DOUBLE, MPI_SUM, world,
                      "the iteration's metrics");
-  for (size_t i = 0; i < s.size(); ++i) *sums[i] = s[i];
+  for (size_t i = 0; i < std::size(sums); ++i) *sums[i] = s[i];
+  std::copy(s.begin() + static_cast<std::ptrdiff_t>(std::size(sums)), s.end(), reward_term_sums.begin());
   // The lowest score as the highest of its negation: one MAX reduction carries all the rest.
   std::vector<double> m{-score_min, score_max, iteration_seconds};
   m.insert(m.end(), phase_seconds.begin(), phase_seconds.end());
@@ -80,9 +94,19 @@ std::string IterationMetrics::log_line(int iteration, int iterations, const Algo
                                        double eta_seconds) const {
   std::string line;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "iter %*d/%d | reward %.3f ±%.3f [%.2f, %.2f] | kl %.4f (coef %.3f) | policy %+.4f clip %.3f",
+  std::snprintf(buf, sizeof buf, "iter %*d/%d | reward %.3f ±%.3f [%.2f, %.2f]",
                 static_cast<int>(std::to_string(iterations).size()), iteration, iterations, reward_mean(), reward_std(),
-                score_min, score_max, kl_per_sequence(), kl_coef, policy_loss, clip_fraction);
+                score_min, score_max);
+  line += buf;
+  // Each reward term's mean raw score, in the deck's order.
+  for (size_t t = 0; t < reward_term_names.size(); ++t) {
+    std::snprintf(buf, sizeof buf, "%s%s %.3f", t == 0 ? " (" : " ", reward_term_names[t].c_str(),
+                  reward_term_sums[t] / std::max(1.0, score_count));
+    line += buf;
+  }
+  if (!reward_term_names.empty()) line += ")";
+  std::snprintf(buf, sizeof buf, " | kl %.4f (coef %.3f) | policy %+.4f clip %.3f", kl_per_sequence(), kl_coef,
+                policy_loss, clip_fraction);
   line += buf;
   if (algorithm.trains_critic) {
     std::snprintf(buf, sizeof buf, " | value %.4f", value_loss);
@@ -135,6 +159,8 @@ std::map<std::string, double> IterationMetrics::named(const AlgorithmSpec& algor
     m["truncated_fraction"] = truncated / std::max(1.0, score_count);
     m["overlong_penalty"] = overlong_penalty / std::max(1.0, score_count);
   }
+  for (size_t t = 0; t < reward_term_names.size(); ++t)
+    m["reward." + reward_term_names[t]] = reward_term_sums[t] / std::max(1.0, score_count);
   return m;
 }
 

@@ -4,7 +4,6 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/rule_rewards.hpp"
 
 namespace quartet {
 
@@ -21,13 +20,15 @@ void check_roles(const Config& cfg, const Placement& placement) {
                                       " needs a critic (or use grpo | rloo | reinforce++)");
   if (!critic && placement.has(Role::critic) && disjoint)
     deck.fail("placement.critic", "gives the critic ranks, but " + std::string(algorithm) + " has no critic: set it to 0");
-  if (cfg.reward.kind.rfind("rule:", 0) == 0) {
-    make_rule_reward(cfg.reward.kind.substr(5));  // an unknown task is refused by name
+  // The text rewards themselves are made, and refused by name, by rl/reward_terms.hpp.
+  const std::string reward = cfg.rewards.terms.empty() ? "model.reward.kind is " + cfg.reward.kind
+                                                       : std::string("reward.terms has no model term");
+  if (!uses_reward_model(cfg)) {
     if (placement.has(Role::reward) && disjoint)
-      deck.fail("placement.reward", "gives the reward ranks, but model.reward.kind is " + cfg.reward.kind +
-                                        " (scored on the actor ranks): set it to 0");
+      deck.fail("placement.reward", "gives the reward ranks, but " + reward + " (scored on the actor ranks): set it to 0");
   } else {
-    if (cfg.reward.path.empty()) deck.fail("model.reward.path", "is not set and model.reward.kind is model");
+    const std::string why = cfg.rewards.terms.empty() ? "model.reward.kind is model" : "reward.terms has a model term";
+    if (cfg.reward.path.empty()) deck.fail("model.reward.path", "is not set and " + why);
     if (!placement.has(Role::reward)) deck.fail("placement.reward", "is 0, but a reward model needs ranks");
   }
   if (!placement.has(Role::reference) && cfg.algorithm.kl_coef > 0)

@@ -23,7 +23,7 @@
 #include "quartet/rl/overlong.hpp"
 #include "quartet/rl/phase_clock.hpp"
 #include "quartet/rl/rollout_generator.hpp"
-#include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/reward_terms.hpp"
 #include "quartet/rl/scoring.hpp"
 #include "quartet/rl/stop_control.hpp"
 #include "quartet/rl/train_checks.hpp"
@@ -54,6 +54,7 @@ class Trainer {
       Iteration it;
       it.index = index;
       IterationMetrics metrics;
+      metrics.name_reward_terms(rewards_->logged_names());
       clock_.begin_iteration(index);
       sample(it, metrics);
       if (stop_.stop_now()) return stopped_between_phases();
@@ -108,7 +109,7 @@ class Trainer {
   bool park_idle_ = false;             // colocated: the memory plan's placement.park decision
 
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<RuleReward> rule_;
+  std::unique_ptr<RewardTerms> rewards_;  // the text rewards and the terms' weights
   SamplingParams sampling_;  // the run's: stop ids, pad id, vocabulary limit
   RoleModels models_;
   std::unique_ptr<ModelParking> parking_;
@@ -133,7 +134,7 @@ class Trainer {
 bool Trainer::refuse_or_plan() {
   return rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
-    if (cfg_.reward.kind.rfind("rule:", 0) == 0) rule_ = make_rule_reward(cfg_.reward.kind.substr(5));
+    rewards_ = std::make_unique<RewardTerms>(cfg_);
     tokenizer_ = run_tokenizer(cfg_);
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     check_prompts_fit_actor(cfg_);
@@ -319,12 +320,7 @@ void Trainer::generate(Iteration& it) {
 void Trainer::score(Iteration& it) {
   clock_.start();
   scoring_->score(it, clock_);
-  if (model(Role::actor) && rule_) {
-    std::vector<float> scores;
-    for (size_t r = 0; r < it.completions.size(); ++r)
-      scores.push_back(static_cast<float>(rule_->score(it.prompts[r], it.completions[r])));
-    it.scores = torch::tensor(scores, torch::kFloat32);
-  }
+  if (model(Role::actor)) rewards_->score(it);
   clock_.end(kScore);
 }
 
@@ -350,6 +346,7 @@ void Trainer::estimate_advantages(Iteration& it, IterationMetrics& metrics) {
     metrics.add_rollouts(it.scores, mask, it.kl);
     if (it.truncated.defined()) metrics.truncated += it.truncated.sum().item<double>();
     if (it.overlong_penalty.defined()) metrics.overlong_penalty += it.overlong_penalty.sum().item<double>();
+    if (it.reward_terms.defined()) metrics.add_reward_terms(it.reward_terms);
     AdvantageInputs in{shaped, it.kl, it.values, mask, kl_.coef, group};
     AdvantagesReturns ar = spec_.advantages(in, al_);
     it.advantages = ar.advantages;

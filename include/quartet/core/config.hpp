@@ -9,6 +9,7 @@
 
 #include "quartet/core/deck.hpp"
 #include "quartet/core/kernels_config.hpp"  // KernelsConfig ([kernels]), ProfileConfig ([profile])
+#include "quartet/core/reward_config.hpp"   // RewardConfig ([reward])
 
 namespace quartet {
 
@@ -213,6 +214,7 @@ struct Config {
   CheckpointConfig checkpoint;
   KernelsConfig kernels;
   ProfileConfig profile;
+  RewardConfig rewards;  // [reward]: several rewards at once (model.reward above is the reward model)
 };
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.

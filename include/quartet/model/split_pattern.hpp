@@ -42,6 +42,13 @@ class Regex {
   // Whether the pattern matches starting exactly at `pos`.
   bool matches_at(std::string_view s, size_t pos) const;
 
+  // Whether the pattern matches the whole of `s` (anchored at both ends).
+  bool matches_whole(std::string_view s) const;
+
+  // The match starting exactly at `pos`, as [begin, end) of group 0 (the whole match) and of
+  // each capture group (npos, npos where a group took no part); empty when there is none.
+  std::vector<std::pair<size_t, size_t>> groups_at(std::string_view s, size_t pos) const;
+
  private:
   struct MatchData;
   bool match(std::string_view s, size_t pos, uint32_t options, MatchData& md) const;

@@ -3,7 +3,8 @@
 //   generate    actor ranks: the prompts, the rollouts (whole and per generation chunk) and
 //               the actor's own log-probs of them;
 //   score       actor ranks: the decoded completions and whatever the scoring groups return
-//               (reference log-probs, reward-model scores, critic values) or the rule reward;
+//               (reference log-probs, reward-model scores, critic values), and the text
+//               rewards' scores, combined into the total (rl/reward_terms.hpp);
 //               critic ranks: the rollouts they valued and those values, for the critic update;
 //   advantages  actor ranks: advantages (and, for PPO, returns, which the critic ranks receive);
 //   update      the actor's and the critic's update statistics.
@@ -28,6 +29,7 @@ struct Iteration {
 
   // generate
   std::vector<std::string> prompts, answers;  // one per rollout row
+  std::vector<std::string> records;           // the prompt file's row as JSON, one per rollout row
   std::vector<RolloutBatch> chunks;           // as generated, one per rollout.micro_batch prompts
   RolloutBatch batch;                         // the chunks as one batch
   torch::Tensor old_logp;                     // [B, A] the actor's, at sampling time
@@ -35,7 +37,8 @@ struct Iteration {
   // score
   std::vector<std::string> completions;  // decoded, up to the stop token
   torch::Tensor ref_logp;                // [B, A]; undefined without a reference
-  torch::Tensor scores;                  // [B] sequence scores (with the overlong penalty, if any)
+  torch::Tensor scores;                  // [B] sequence scores: the reward terms' weighted sum, with the overlong penalty if any
+  torch::Tensor reward_terms;            // [B, T] float64 each term's scores (reward.terms), else undefined
   torch::Tensor values;                  // [B, A] the critic's; undefined without a critic
   RolloutBatch critic_batch;             // critic ranks: the rollouts they valued
   torch::Tensor critic_values;           // and their values

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/iteration.hpp"
@@ -34,9 +35,17 @@ struct IterationMetrics {
   // The slowest rank's.
   std::array<double, kPhases> phase_seconds{};
   double iteration_seconds = 0;
+  // Each reward term's raw scores summed over the world's rows (reward.terms; the names, and
+  // so the count, alike on every rank).
+  std::vector<std::string> reward_term_names;
+  std::vector<double> reward_term_sums;
 
   // Actor ranks: the raw scores [B], the action mask [B, A] and the per-token KL (may be undefined).
   void add_rollouts(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& kl);
+  // Every rank: the reward terms logged (rl/reward_terms.hpp), before any is added.
+  void name_reward_terms(const std::vector<std::string>& names);
+  // Actor ranks: each term's scores [B, T].
+  void add_reward_terms(const torch::Tensor& terms);
   // The actor group's first rank: the policy update and the KL coefficient it ran with.
   void add_policy(const UpdateStats& s, double kl_coefficient);
   // The critic group's first rank.
@@ -51,9 +60,10 @@ struct IterationMetrics {
   double response_length() const;
   double tokens_per_second() const;
 
-  // "iter  25/200 | reward 0.187 ±0.086 [0.00, 0.43] | kl 10.1310 (coef 0.010) | ..."
+  // "iter  25/200 | reward 0.187 ±0.086 [0.00, 0.43] | kl 10.1310 (coef 0.010) | ..."; with
+  // reward.terms, each term's mean after the range: "[0.00, 1.20] (math 0.406 format 0.970)"
   std::string log_line(int iteration, int iterations, const AlgorithmSpec& algorithm, double eta_seconds) const;
-  // name -> value, as run.h5's /metrics has them.
+  // name -> value, as run.h5's /metrics has them; reward.<term> is a term's mean raw score.
   std::map<std::string, double> named(const AlgorithmSpec& algorithm) const;
 };
 

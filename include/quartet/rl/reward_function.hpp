@@ -21,7 +21,7 @@ struct RewardSample {
 class RewardFunction {
  public:
   virtual ~RewardFunction() = default;
-  // The name the metrics use: reward/<name>.
+  // The name the metrics use: reward.<name> (run.h5's /metrics, where a '/' would make a group).
   virtual std::string name() const = 0;
   // One finite score per sample, in order. A failure is a quartet::Error naming the row (and,
   // for a program, what it printed last); it never hangs.

@@ -1,0 +1,51 @@
+#pragma once
+// The run's reward as terms (docs/rewards.md): [reward] terms and weights, or model.reward.kind
+// alone. A term is the reward model's score (scored on its own ranks: rl/scoring.hpp) or a text
+// reward (rl/reward_function.hpp) scored here, on the actor ranks. The total each rollout row
+// gets is the weighted sum of its terms' scores; with reward.terms each term is logged as
+// reward.<name> (its mean, before its weight).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quartet/core/config.hpp"
+#include "quartet/rl/iteration.hpp"
+#include "quartet/rl/reward_function.hpp"
+
+namespace quartet {
+
+// The text reward of one kind, as the deck names it: rule:<task>, math, match, regex, format.
+// One row per kind here; an unknown kind, or a setting of its kind that cannot work (a pattern
+// that does not compile), is a DeckError naming `key`.
+std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, const Config& config,
+                                                     const std::string& key);
+
+// The rows of an iteration as the text rewards see them: prompt, completion, and from the
+// prompt file's row its "answer" and its other fields (the prompt's own field left out).
+std::vector<RewardSample> reward_samples(const Iteration& it, const std::string& prompt_field);
+
+class RewardTerms {
+ public:
+  // Builds every text reward (on each rank, before any model: a bad term stops the run there).
+  explicit RewardTerms(const Config& config);
+
+  // The names logged per term (reward.terms given), else none: a lone reward is the total.
+  const std::vector<std::string>& logged_names() const { return logged_; }
+
+  // Actor ranks, after the score phase's exchanges: it.scores (the reward model's, when it is a
+  // term) becomes the total and, with reward.terms, it.reward_terms holds each term's scores.
+  // A text reward's missing or non-finite score is a quartet::Error naming the term and row.
+  void score(Iteration& it);
+
+ private:
+  struct Term {
+    std::string name;
+    double weight = 1;
+    std::unique_ptr<RewardFunction> function;  // null: the reward model's score
+  };
+  std::vector<Term> terms_;
+  std::vector<std::string> logged_;
+  std::string prompt_field_;
+};
+
+}  // namespace quartet
