@@ -1,14 +1,43 @@
 #include "quartet/rl/train_checks.hpp"
 
+#include <cstdio>
+
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
 #include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/user_code_rewards.hpp"
 
 namespace quartet {
 
 namespace {
+
+// The ranks that wait for an actor rank's rewards give up after dist.watchdog_timeout: the
+// longest a reward in the user's code may take must stay below it, or a slow program would end
+// the job with the watchdog's report instead of the reward's own error.
+void check_reward_call_fits_watchdog(const Config& cfg) {
+  const RewardCallConfig& c = cfg.reward.call;
+  const bool http = cfg.reward.kind.rfind("command:", 0) != 0;
+  double longest = c.timeout, delay = c.retry_delay;
+  if (http)
+    for (int r = 0; r < c.retries; ++r, delay *= 2) longest += delay + c.timeout;
+  const double watchdog = cfg.dist.watchdog_timeout;
+  auto text = [](double seconds) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g s", seconds);
+    return std::string(b);
+  };
+  if (longest >= watchdog)
+    cfg.deck.fail("model.reward.timeout",
+                  "is " + text(c.timeout) + (http ? ": with model.reward.retries and retry_delay a batch may take " +
+                                                        text(longest) : std::string()) +
+                      ", not less than dist.watchdog_timeout = " + text(watchdog) +
+                      ", after which the ranks waiting for the rewards end the job: lower it or raise the watchdog's");
+  if (!http && c.start_timeout >= watchdog)
+    cfg.deck.fail("model.reward.start_timeout", "is " + text(c.start_timeout) + ", not less than dist.watchdog_timeout = " +
+                                                    text(watchdog) + ", after which the other ranks end the job");
+}
 
 void check_roles(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
@@ -26,6 +55,11 @@ void check_roles(const Config& cfg, const Placement& placement) {
     if (placement.has(Role::reward) && disjoint)
       deck.fail("placement.reward", "gives the reward ranks, but model.reward.kind is " + cfg.reward.kind +
                                         " (scored on the actor ranks): set it to 0");
+  } else if (is_user_code_reward(cfg.reward.kind)) {
+    if (placement.has(Role::reward) && disjoint)
+      deck.fail("placement.reward", "gives the reward ranks, but model.reward.kind is " + cfg.reward.kind +
+                                        " (the user's code, called from the actor ranks): set it to 0");
+    check_reward_call_fits_watchdog(cfg);
   } else {
     if (cfg.reward.path.empty()) deck.fail("model.reward.path", "is not set and model.reward.kind is model");
     if (!placement.has(Role::reward)) deck.fail("placement.reward", "is 0, but a reward model needs ranks");

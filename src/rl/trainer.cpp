@@ -20,12 +20,14 @@
 #include "quartet/rl/iteration_record.hpp"
 #include "quartet/rl/model_parking.hpp"
 #include "quartet/rl/phase_clock.hpp"
+#include "quartet/rl/reward_samples.hpp"
 #include "quartet/rl/rollout_generator.hpp"
 #include "quartet/rl/rule_rewards.hpp"
 #include "quartet/rl/scoring.hpp"
 #include "quartet/rl/stop_control.hpp"
 #include "quartet/rl/train_checks.hpp"
 #include "quartet/rl/training_checkpoint.hpp"
+#include "quartet/rl/user_code_rewards.hpp"
 #include "quartet/shard/memory_plan.hpp"
 
 namespace quartet {
@@ -105,6 +107,7 @@ class Trainer {
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<RuleReward> rule_;
+  std::unique_ptr<RewardFunction> user_reward_;  // actor ranks: model.reward.kind = command:... | http...
   SamplingParams sampling_;  // the run's: stop ids, pad id, vocabulary limit
   RoleModels models_;
   std::unique_ptr<ModelParking> parking_;
@@ -143,6 +146,10 @@ bool Trainer::refuse_or_plan() {
     check_plan(plan);
     park_idle_ = plan.park_idle;
     resume_ = choose_resume_checkpoint(rt_);
+    // Last, once the deck is known to run: the user's program starts (or the endpoint is
+    // reached) on each actor rank, and one that does not answer stops every rank here.
+    if (dataset_ && is_user_code_reward(cfg_.reward.kind))
+      user_reward_ = make_user_code_reward(cfg_.reward.kind, cfg_.reward.call);
   });
 }
 
@@ -263,6 +270,10 @@ void Trainer::score(Iteration& it) {
     for (size_t r = 0; r < it.completions.size(); ++r)
       scores.push_back(static_cast<float>(rule_->score(it.prompts[r], it.completions[r])));
     it.scores = torch::tensor(scores, torch::kFloat32);
+  }
+  if (model(Role::actor) && user_reward_) {
+    const std::vector<double> scores = user_reward_->score(reward_samples(it, cfg_.rollout.prompt_field));
+    it.scores = torch::tensor(std::vector<float>(scores.begin(), scores.end()), torch::kFloat32);
   }
   clock_.end(kScore);
 }
