@@ -42,7 +42,7 @@ SKIP_SYSTEM_DEPS ?=# 1 (environment or command line): skip the system package ch
 # Debian/Ubuntu packages the build and the tests need.
 SYSTEM_PACKAGES := build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin \
                    libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev libgtest-dev \
-                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev libssl-dev python3-venv python3-dev \
+                   nlohmann-json3-dev libpcre2-dev libicu-dev zlib1g-dev libxxhash-dev libssl-dev libcurl4-openssl-dev python3-venv python3-dev \
                    ccache shellcheck
 
 # What the scripts read from the environment. Torch_DIR, CMAKE_PREFIX_PATH and QUARTET_PYTHON

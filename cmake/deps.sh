@@ -58,7 +58,7 @@ check_commands() {
   Install your system's equivalents of the Debian packages:
     $SYSTEM_PACKAGES
   (CMake >= 3.25, Ninja, Open MPI, HDF5 built with MPI (h5pcc), Boost.ProgramOptions,
-  nlohmann-json, PCRE2, ICU, xxHash, OpenSSL's libcrypto, GoogleTest, Python 3 with venv,
+  nlohmann-json, PCRE2, ICU, xxHash, OpenSSL's libcrypto, libcurl, GoogleTest, Python 3 with venv,
   ShellCheck), then run make again."
 }
 

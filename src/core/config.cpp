@@ -101,6 +101,15 @@ void add_dist_keys(po::options_description& d) {
       ("dist.watchdog_timeout", po::value<double>()->default_value(dist.watchdog_timeout), "seconds a collective or exchange may stall before the job is aborted (> 0)")
       ("dist.device_memory", po::value<std::string>()->default_value("auto"), "memory of one device for the plan: auto (ask the device) or bytes, e.g. 80GiB");
 }
+// [model.reward]'s keys for a reward in the user's own code (kind = command:... | http://...).
+void add_reward_call_keys(po::options_description& d) {
+  RewardCallConfig c;
+  d.add_options()
+      ("model.reward.timeout", po::value<double>()->default_value(c.timeout), "command: and http: rewards: seconds one batch may take (the program's reply, or one HTTP attempt), > 0; past it the run stops with an error")
+      ("model.reward.start_timeout", po::value<double>()->default_value(c.start_timeout), "command: seconds the program may take to start and answer its first, empty request (> 0)")
+      ("model.reward.retries", po::value<int>()->default_value(c.retries), "http: further attempts after a connection error (refused, reset, closed without a response), >= 0; a timeout or an HTTP error status is not retried")
+      ("model.reward.retry_delay", po::value<double>()->default_value(c.retry_delay), "http: seconds before the first retry, doubled for each next one (>= 0)");
+}
 // [model.actor], [model.critic], [model.reference], [model.reward]: the same keys for each role.
 void add_model_keys(po::options_description& d) {
   ModelSectionConfig m;
@@ -111,7 +120,7 @@ void add_model_keys(po::options_description& d) {
     auto key = [&](const char* k) { return sec + "." + k; };
     d.add_options()
         (key("path").c_str(), po::value<std::string>()->default_value(""), (std::string("Hugging Face model directory (config.json, *.safetensors, tokenizer.json); hf:ORG/NAME[@REVISION] (that model in the local hub cache, model.hub_cache); random:FILE.json (that config, random weights); random:<family> (") + kRandomFamilies + ", sized by the keys below)").c_str())
-        (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add); several rewards with weights: reward.terms instead")
+        (key("kind").c_str(), po::value<std::string>()->default_value(m.kind), "reward only: model (the model at path) | rule:<task> (a built-in verifiable reward: rule:sort_digits, rule:add) | command:<command line> (your program, one per actor rank, run by /bin/sh -c; JSON lines on its stdin and stdout: docs/reward-programs.md) | http://HOST[:PORT]/PATH or https://... (an endpoint taking OpenRLHF's remote reward model requests; http:<URL> also works)")
         (key("dtype").c_str(), po::value<std::string>()->default_value(m.dtype), "float32 | bfloat16 | float16: parameters and compute")
         (key("hidden").c_str(), po::value<int>()->default_value(m.hidden), "random:<family>: hidden size")
         (key("layers").c_str(), po::value<int>()->default_value(m.layers), "random:<family>: transformer blocks")
@@ -129,6 +138,7 @@ void add_model_keys(po::options_description& d) {
         (key("lr").c_str(), po::value<double>()->default_value(m.lr), "AdamW learning rate (> 0)")
         (key("weight_decay").c_str(), po::value<double>()->default_value(m.weight_decay), "AdamW decoupled weight decay (>= 0; biases and norms excluded)");
   }
+  add_reward_call_keys(d);
 }
 // [train]: micro-batches, the optimizer, the learning-rate schedule.
 void add_train_keys(po::options_description& d) {
@@ -370,6 +380,27 @@ DistConfig load_dist(const Deck& deck) {
   return d;
 }
 
+// Kinds of reward scored from text on the actor ranks: a rule, the user's program or endpoint.
+bool is_text_reward_kind(const std::string& kind) {
+  for (const char* prefix : {"rule:", "command:", "http:", "https:"})
+    if (kind.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// [model.reward]'s timeout, start_timeout, retries and retry_delay.
+RewardCallConfig load_reward_call(const Deck& deck) {
+  RewardCallConfig c;
+  c.timeout = deck.get<double>("model.reward.timeout");
+  if (!(c.timeout > 0)) deck.fail("model.reward.timeout", "must be > 0 seconds");
+  c.start_timeout = deck.get<double>("model.reward.start_timeout");
+  if (!(c.start_timeout > 0)) deck.fail("model.reward.start_timeout", "must be > 0 seconds");
+  c.retries = deck.get<int>("model.reward.retries");
+  if (c.retries < 0) deck.fail("model.reward.retries", "must be >= 0");
+  c.retry_delay = deck.get<double>("model.reward.retry_delay");
+  if (!(c.retry_delay >= 0)) deck.fail("model.reward.retry_delay", "must be >= 0 seconds");
+  return c;
+}
+
 // [model.<role>]: where the model comes from, its dtype, its random sizes, its sharding and
 // optimizer settings.
 ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
@@ -384,9 +415,13 @@ ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
     }
   }
   m.kind = deck.get<std::string>(sec + "kind");
-  if (m.kind != "model" && !(role == "reward" && m.kind.rfind("rule:", 0) == 0))
+  if (m.kind != "model" && !(role == "reward" && is_text_reward_kind(m.kind)))
     deck.fail(sec + "kind", "is '" + m.kind + "'; expected model" +
-                                std::string(role == "reward" ? " or rule:<task> (rule:sort_digits, rule:add)" : ""));
+                                std::string(role == "reward" ? ", rule:<task> (rule:sort_digits, rule:add), "
+                                                               "command:<command line> or an http(s):// URL" : ""));
+  if (m.kind.rfind("command:", 0) == 0 && m.kind.find_first_not_of(" \t", 8) == std::string::npos)
+    deck.fail(sec + "kind", "is '" + m.kind + "': command: needs the command line to run after it");
+  if (role == "reward") m.call = load_reward_call(deck);
   m.dtype = deck.get<std::string>(sec + "dtype");
   if (m.dtype != "float32" && m.dtype != "bfloat16" && m.dtype != "float16")
     deck.fail(sec + "dtype", "is '" + m.dtype + "'; expected one of: float32 | bfloat16 | float16");

@@ -17,7 +17,7 @@ po::options_description reward_schema() {
   const RewardConfig r;
   po::options_description d("Rewards");
   d.add_options()
-    ("reward.terms", po::value<std::string>()->default_value(""), "several rewards at once, comma-separated: model (the reward model's score) | rule:<task> | math | match | regex | format; the total is their weighted sum, each logged as reward.<name> (\"\" = model.reward.kind alone; docs/rewards.md)")
+    ("reward.terms", po::value<std::string>()->default_value(""), "several rewards at once, comma-separated: model (the reward model's score) | rule:<task> | math | match | regex | format | command:<command line> | http://... (the user's code: docs/reward-programs.md; a command line here holds no comma); the total is their weighted sum, each logged as reward.<name> (\"\" = model.reward.kind alone; docs/rewards.md)")
     ("reward.weights", po::value<std::string>()->default_value(""), "one weight per term of reward.terms, comma-separated (\"\" = all 1)")
     ("reward.answer_in_tags", po::value<bool>()->default_value(r.answer_in_tags), "math, match, regex: the completion's answer is the text between the last reward.format_open and the reward.format_close after it (none: wrong); false: the whole completion")
     ("reward.math_last_number", po::value<bool>()->default_value(r.math_last_number), "math: a completion with no explicit final answer (#### N, \\boxed{...}, \"the answer is ...\") is graded by its last number; false: it scores 0")

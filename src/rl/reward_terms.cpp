@@ -8,7 +8,9 @@
 #include "quartet/rl/format_reward.hpp"
 #include "quartet/rl/match_answer.hpp"
 #include "quartet/rl/math_answer.hpp"
+#include "quartet/rl/reward_samples.hpp"
 #include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/user_code_rewards.hpp"
 
 namespace quartet {
 
@@ -51,11 +53,28 @@ const Kind kKinds[] = {
     {"format", [](const std::string&, const Config& c) -> std::unique_ptr<RewardFunction> {
        return std::make_unique<FormatReward>(c.rewards);
      }},
+    {"command", [](const std::string& command, const Config& c) -> std::unique_ptr<RewardFunction> {
+       return make_user_code_reward("command:" + command, c.reward.call);
+     }},
+    {"http", [](const std::string& url, const Config& c) -> std::unique_ptr<RewardFunction> {
+       return make_user_code_reward("http:" + url, c.reward.call);
+     }},
+    {"https", [](const std::string& url, const Config& c) -> std::unique_ptr<RewardFunction> {
+       return make_user_code_reward("https:" + url, c.reward.call);
+     }},
 };
+
+// The kinds whose name takes an argument after ':'.
+bool takes_argument(const std::string& head) {
+  return head == "rule" || head == "command" || head == "http" || head == "https";
+}
 
 std::string kind_list() {
   std::string list = "model";
-  for (const Kind& k : kKinds) list += std::string(", ") + k.name + (std::string(k.name) == "rule" ? ":<task>" : "");
+  for (const Kind& k : kKinds) {
+    const std::string name = k.name;
+    list += ", " + name + (name == "rule" ? ":<task>" : name == "command" ? ":<command line>" : takes_argument(name) ? "://..." : "");
+  }
   return list;
 }
 
@@ -67,9 +86,10 @@ std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, co
   const std::string head = kind.substr(0, colon), argument = colon == std::string::npos ? "" : kind.substr(colon + 1);
   for (const Kind& k : kKinds) {
     if (head != k.name) continue;
-    if ((head == "rule") != (colon != std::string::npos))
-      config.deck.fail(key, "names '" + kind + "': " + (head == "rule" ? "rule needs its task (rule:<task>)"
-                                                                        : head + " takes no ':' argument"));
+    const bool argument_given = colon != std::string::npos && colon + 1 < kind.size();
+    if (takes_argument(head) != argument_given)
+      config.deck.fail(key, "names '" + kind + "': " + (takes_argument(head) ? head + " needs what follows its ':' (" + kind_list() + ")"
+                                                                           : head + " takes no ':' argument"));
     try {
       return k.make(argument, config);
     } catch (const DeckError&) {
@@ -81,39 +101,37 @@ std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, co
   config.deck.fail(key, "names '" + kind + "', which is not a reward kind (known: " + kind_list() + ")");
 }
 
-std::vector<RewardSample> reward_samples(const Iteration& it, const std::string& prompt_field) {
-  std::vector<RewardSample> out(it.completions.size());
-  for (size_t r = 0; r < out.size(); ++r) {
-    RewardSample& s = out[r];
-    s.prompt = r < it.prompts.size() ? it.prompts[r] : "";
-    s.completion = it.completions[r];
-    s.row = static_cast<int64_t>(r);
-    const std::string record = r < it.records.size() ? it.records[r] : "";
-    nlohmann::json row = record.empty() ? nlohmann::json() : nlohmann::json::parse(record, nullptr, false);
-    if (row.is_object()) {
-      if (row.contains("answer")) s.answer = row["answer"];
-      for (const std::string& own : {prompt_field, std::string("prompt"), std::string("answer")}) row.erase(own);
-      if (!row.empty()) s.metadata = std::move(row);
-    }
-    if (s.answer.is_null() && r < it.answers.size() && !it.answers[r].empty()) s.answer = it.answers[r];
+// A term of `kind`: the reward model's score ("model"), a built-in text reward made now, or the
+// user's code, its spelling checked now and started by start_user_code.
+RewardTerms::Term RewardTerms::make_term(const std::string& kind, double weight, const Config& config,
+                                        const std::string& key) {
+  Term term{kind, weight, kind, nullptr};
+  if (kind == "model") return term;
+  if (is_user_code_reward(kind)) {
+    term.name = kind.rfind("command:", 0) == 0 ? "command" : "http";
+    const size_t colon = kind.find(':');
+    if (colon + 1 >= kind.size()) config.deck.fail(key, "names '" + kind + "' with nothing after its ':'");
+    return term;
   }
-  return out;
+  term.function = make_reward_function(kind, config, key);
+  term.name = term.function->name();
+  return term;
+}
+
+void RewardTerms::start_user_code(const RewardCallConfig& call) {
+  for (Term& term : terms_)
+    if (is_user_code_reward(term.kind)) term.function = make_user_code_reward(term.kind, call);
 }
 
 RewardTerms::RewardTerms(const Config& config) : prompt_field_(config.rollout.prompt_field) {
   const RewardConfig& rc = config.rewards;
   if (rc.terms.empty()) {
     // model.reward.kind alone: the reward model's score stands as it comes.
-    if (config.reward.kind != "model")
-      terms_.push_back({config.reward.kind, 1.0, make_reward_function(config.reward.kind, config, "model.reward.kind")});
+    if (config.reward.kind != "model") terms_.push_back(make_term(config.reward.kind, 1.0, config, "model.reward.kind"));
     return;
   }
   for (size_t t = 0; t < rc.terms.size(); ++t) {
-    Term term{rc.terms[t], rc.weights[t], nullptr};
-    if (rc.terms[t] != "model") {
-      term.function = make_reward_function(rc.terms[t], config, "reward.terms");
-      term.name = term.function->name();
-    }
+    Term term = make_term(rc.terms[t], rc.weights[t], config, "reward.terms");
     for (const std::string& earlier : logged_)
       if (earlier == term.name) config.deck.fail("reward.terms", "names two terms logged as " + term.name);
     logged_.push_back(term.name);
@@ -127,7 +145,7 @@ void RewardTerms::score(Iteration& it) {
   const std::vector<RewardSample> samples = reward_samples(it, prompt_field_);
   std::vector<std::vector<double>> columns;
   for (Term& term : terms_) {
-    if (!term.function) {
+    if (term.kind == "model") {
       QUARTET_CHECK(it.scores.defined() && it.scores.numel() == rows,
                     "reward term model: the reward model scored " +
                         std::to_string(it.scores.defined() ? it.scores.numel() : 0) + " of " + std::to_string(rows) +
@@ -136,6 +154,7 @@ void RewardTerms::score(Iteration& it) {
       columns.emplace_back(model.data_ptr<double>(), model.data_ptr<double>() + rows);
       continue;
     }
+    QUARTET_CHECK(term.function, "reward term " + term.name + ": scored before its program started");
     std::vector<double> s = term.function->score(samples);
     QUARTET_CHECK(static_cast<int64_t>(s.size()) == rows, "reward term " + term.name + ": " +
                                                                std::to_string(s.size()) + " scores for " +

@@ -45,6 +45,7 @@ RolloutBatch RolloutGenerator::generate_chunk(Iteration& it, int chunk, KVCache*
       ids.push_back(p.ids);
       it.prompts.push_back(p.text);
       it.answers.push_back(p.answer);
+      it.rows.push_back(p.index);
       it.records.push_back(p.record);
     }
   }

@@ -1,13 +1,52 @@
 #include "quartet/rl/train_checks.hpp"
 
+#include <cstdio>
+
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
+#include "quartet/rl/user_code_rewards.hpp"
 
 namespace quartet {
 
 namespace {
+
+// The ranks that wait for an actor rank's rewards give up after dist.watchdog_timeout: the
+// longest a reward in the user's code may take must stay below it, or a slow program would end
+// the job with the watchdog's report instead of the reward's own error.
+void check_reward_call_fits_watchdog(const Config& cfg, const std::string& kind) {
+  const RewardCallConfig& c = cfg.reward.call;
+  const bool http = kind.rfind("command:", 0) != 0;
+  double longest = c.timeout, delay = c.retry_delay;
+  if (http)
+    for (int r = 0; r < c.retries; ++r, delay *= 2) longest += delay + c.timeout;
+  const double watchdog = cfg.dist.watchdog_timeout;
+  auto text = [](double seconds) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g s", seconds);
+    return std::string(b);
+  };
+  if (longest >= watchdog)
+    cfg.deck.fail("model.reward.timeout",
+                  "is " + text(c.timeout) + (http ? ": with model.reward.retries and retry_delay a batch may take " +
+                                                        text(longest) : std::string()) +
+                      ", not less than dist.watchdog_timeout = " + text(watchdog) +
+                      ", after which the ranks waiting for the rewards end the job: lower it or raise the watchdog's");
+  if (!http && c.start_timeout >= watchdog)
+    cfg.deck.fail("model.reward.start_timeout", "is " + text(c.start_timeout) + ", not less than dist.watchdog_timeout = " +
+                                                    text(watchdog) + ", after which the other ranks end the job");
+}
+
+// The rewards in the user's code: model.reward.kind's, or reward.terms'.
+std::vector<std::string> user_code_kinds(const Config& cfg) {
+  const std::vector<std::string> kinds = cfg.rewards.terms.empty() ? std::vector<std::string>{cfg.reward.kind}
+                                                                   : cfg.rewards.terms;
+  std::vector<std::string> out;
+  for (const std::string& kind : kinds)
+    if (is_user_code_reward(kind)) out.push_back(kind);
+  return out;
+}
 
 void check_roles(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
@@ -21,6 +60,7 @@ void check_roles(const Config& cfg, const Placement& placement) {
   if (!critic && placement.has(Role::critic) && disjoint)
     deck.fail("placement.critic", "gives the critic ranks, but " + std::string(algorithm) + " has no critic: set it to 0");
   // The text rewards themselves are made, and refused by name, by rl/reward_terms.hpp.
+  for (const std::string& kind : user_code_kinds(cfg)) check_reward_call_fits_watchdog(cfg, kind);
   const std::string reward = cfg.rewards.terms.empty() ? "model.reward.kind is " + cfg.reward.kind
                                                        : std::string("reward.terms has no model term");
   if (!uses_reward_model(cfg)) {

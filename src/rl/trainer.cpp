@@ -148,6 +148,9 @@ bool Trainer::refuse_or_plan() {
     check_plan(plan);
     park_idle_ = plan.park_idle;
     resume_ = choose_resume_checkpoint(rt_);
+    // Last, once the deck is known to run: the user's program starts (or the endpoint is
+    // reached) on each actor rank, and one that does not answer stops every rank here.
+    if (dataset_) rewards_->start_user_code(cfg_.reward.call);
   });
 }
 

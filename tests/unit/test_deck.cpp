@@ -178,3 +178,27 @@ TEST(Deck, ShippedDecksParse) {
   Config c = load_config(Deck::from_file(std::string(src) + "/inputs/selfcheck.deck", {}, deck_schema()));
   EXPECT_EQ(c.placement.actor + c.placement.critic + c.placement.reference + c.placement.reward, 6);
 }
+
+TEST(Deck, RewardsInTheUsersCode) {
+  Config c = parse("[model.reward]\nkind = command:python3 inputs/rewards/gsm8k_reward.py --strict   # comment\n"
+                   "timeout = 2.5\nretries = 0\n");
+  EXPECT_EQ(c.reward.kind, "command:python3 inputs/rewards/gsm8k_reward.py --strict");
+  EXPECT_EQ(c.reward.call.timeout, 2.5);
+  EXPECT_EQ(c.reward.call.start_timeout, 300);
+  EXPECT_EQ(c.reward.call.retries, 0);
+  EXPECT_EQ(c.reward.call.retry_delay, 1);
+  EXPECT_EQ(parse("[model.reward]\nkind = http://127.0.0.1:5000/get_reward\n").reward.kind,
+            "http://127.0.0.1:5000/get_reward");
+  EXPECT_EQ(parse("", {"model.reward.kind=http:https://rm.example/score"}).reward.kind, "http:https://rm.example/score");
+  EXPECT_EQ(error_of("[model.reward]\nkind = command:  \n"),
+            "test.deck:2: model.reward.kind is 'command:': command: needs the command line to run after it");
+  EXPECT_EQ(error_of("[model.reward]\nkind = ftp://host/x\n"),
+            "test.deck:2: model.reward.kind is 'ftp://host/x'; expected model, rule:<task> (rule:sort_digits, "
+            "rule:add), command:<command line> or an http(s):// URL");
+  EXPECT_EQ(error_of("[model.actor]\nkind = command:cat\n"), "test.deck:2: model.actor.kind is 'command:cat'; expected model");
+  EXPECT_EQ(error_of("[model.reward]\ntimeout = 0\n"), "test.deck:2: model.reward.timeout must be > 0 seconds");
+  EXPECT_EQ(error_of("[model.reward]\nstart_timeout = -1\n"),
+            "test.deck:2: model.reward.start_timeout must be > 0 seconds");
+  EXPECT_EQ(error_of("[model.reward]\nretries = -1\n"), "test.deck:2: model.reward.retries must be >= 0");
+  EXPECT_EQ(error_of("[model.reward]\nretry_delay = -0.5\n"), "test.deck:2: model.reward.retry_delay must be >= 0 seconds");
+}

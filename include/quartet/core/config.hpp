@@ -63,6 +63,15 @@ struct DistConfig {             // [dist]
 constexpr const char* kRandomFamilies = "llama | mistral | qwen3 | gpt2 | gptj | gpt_neox";
 bool is_random_family(const std::string& family);
 
+// How quartet calls a reward in the user's own code: model.reward.kind = command:... (a
+// program, rl/reward_program.hpp) or http://... (an endpoint, rl/reward_endpoint.hpp).
+struct RewardCallConfig {
+  double timeout = 60;          // seconds one batch may take: the program's reply, one HTTP attempt
+  double start_timeout = 300;   // command: seconds to start and answer the first, empty request
+  int retries = 3;              // http: further attempts after a connection error
+  double retry_delay = 1;       // http: seconds before the first retry, doubled for each next one
+};
+
 struct ModelSectionConfig {     // [model.actor], [model.critic], [model.reference], [model.reward]
   // A Hugging Face model directory; or random:FILE.json (that config.json, random weights); or
   // random:<family> (kRandomFamilies, random weights, sized by the keys below).
@@ -71,8 +80,11 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   std::string path;
   std::string source;
   // reward only: "model" (the reward model at path) or "rule:<task>", a built-in verifiable
-  // reward (rl/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks.
+  // reward (rl/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks;
+  // or the user's code, scored on the actor ranks too: "command:<command line>" or an
+  // http:// | https:// URL ("http:<URL>" also reads as the URL).
   std::string kind = "model";
+  RewardCallConfig call;          // reward only: for command: and http: kinds
   std::string dtype = "float32";  // float32 | bfloat16 | float16: parameters and compute
   // Sizes of a random:<family> model (ignored otherwise).
   int hidden = 64, layers = 2, heads = 4, kv_heads = 0 /* 0 = heads */, ffn = 0 /* 0 = family default */;

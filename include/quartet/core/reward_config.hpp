@@ -20,7 +20,7 @@ struct Config;
 
 struct RewardConfig {  // [reward]
   // Term kinds in the deck's order: model (the reward model's score), rule:<task>, math, match,
-  // regex, format. Empty: model.reward.kind alone (no per-term metrics).
+  // regex, format, command:<command line>, http://... Empty: model.reward.kind alone (no per-term metrics).
   std::vector<std::string> terms;
   std::vector<double> weights;  // one per term; all 1 when the deck gives none
   // math, match, regex: the completion's answer is the text between the last format_open and

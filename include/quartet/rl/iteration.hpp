@@ -29,7 +29,8 @@ struct Iteration {
 
   // generate
   std::vector<std::string> prompts, answers;  // one per rollout row
-  std::vector<std::string> records;           // the prompt file's row as JSON, one per rollout row
+  std::vector<int64_t> rows;                  // each row's prompt: its index in rollout.prompts
+  std::vector<std::string> records;           // and that prompt's whole JSONL row ("" for HDF5)
   std::vector<RolloutBatch> chunks;           // as generated, one per rollout.micro_batch prompts
   RolloutBatch batch;                         // the chunks as one batch
   torch::Tensor old_logp;                     // [B, A] the actor's, at sampling time

@@ -1,7 +1,8 @@
 #pragma once
 // The run's reward as terms (docs/rewards.md): [reward] terms and weights, or model.reward.kind
 // alone. A term is the reward model's score (scored on its own ranks: rl/scoring.hpp) or a text
-// reward (rl/reward_function.hpp) scored here, on the actor ranks. The total each rollout row
+// reward (rl/reward_function.hpp) scored here, on the actor ranks: a built-in one, or the user's
+// code (command:, http: rl/user_code_rewards.hpp). The total each rollout row
 // gets is the weighted sum of its terms' scores; with reward.terms each term is logged as
 // reward.<name> (its mean, before its weight).
 #include <memory>
@@ -14,20 +15,22 @@
 
 namespace quartet {
 
-// The text reward of one kind, as the deck names it: rule:<task>, math, match, regex, format.
-// One row per kind here; an unknown kind, or a setting of its kind that cannot work (a pattern
-// that does not compile), is a DeckError naming `key`.
+// The text reward of one kind, as the deck names it: rule:<task>, math, match, regex, format,
+// command:<command line>, http://... One row per kind here; an unknown kind, or a setting of its
+// kind that cannot work (a pattern that does not compile), is a DeckError naming `key`. A
+// user-code kind starts its program or reaches its endpoint (a quartet::Error when it cannot).
 std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, const Config& config,
                                                      const std::string& key);
 
-// The rows of an iteration as the text rewards see them: prompt, completion, and from the
-// prompt file's row its "answer" and its other fields (the prompt's own field left out).
-std::vector<RewardSample> reward_samples(const Iteration& it, const std::string& prompt_field);
-
 class RewardTerms {
  public:
-  // Builds every text reward (on each rank, before any model: a bad term stops the run there).
+  // Builds every built-in text reward and checks the user-code kinds' spelling (on each rank,
+  // before any model: a bad term stops the run there).
   explicit RewardTerms(const Config& config);
+
+  // Actor ranks, once the deck is known to run: starts each command: term's program and reaches
+  // each http: term's endpoint (a quartet::Error naming it when it does not answer).
+  void start_user_code(const RewardCallConfig& call);
 
   // The names logged per term (reward.terms given), else none: a lone reward is the total.
   const std::vector<std::string>& logged_names() const { return logged_; }
@@ -41,8 +44,10 @@ class RewardTerms {
   struct Term {
     std::string name;
     double weight = 1;
-    std::unique_ptr<RewardFunction> function;  // null: the reward model's score
+    std::string kind;                          // as the deck names it
+    std::unique_ptr<RewardFunction> function;  // null: the reward model's score (or user code not started yet)
   };
+  static Term make_term(const std::string& kind, double weight, const Config& config, const std::string& key);
   std::vector<Term> terms_;
   std::vector<std::string> logged_;
   std::string prompt_field_;
