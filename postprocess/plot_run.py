@@ -8,6 +8,8 @@ Writes (each only when its metrics are in the file; a missing one is noted and s
   kl.png          kl, and kl_coef on a second axis
   losses.png      policy_loss, value_loss, entropy (one panel each: their scales differ)
   throughput.png  tokens_per_s
+  eval.png        the [eval] series against the iteration they were taken at: greedy pass@1,
+                  pass@1 and pass@k (one panel), greedy and sampled reward (another)
   phase_times.png seconds per phase, stacked; each phase is the slowest rank's time, from /timing
                   (from the time_<phase> metrics when the file has no /timing)
 DIR defaults to <directory of RUN.h5>/plots. Prints the files written.
@@ -110,6 +112,31 @@ def plot_throughput(run, out_dir, written, notes):
     _save(fig, out_dir, "throughput.png", written)
 
 
+def plot_eval(run, out_dir, written, notes):
+    if len(run.eval_iterations) == 0:
+        notes.append("eval.png skipped: no evaluations ([eval]) in the file")
+        return
+    x = run.eval_iterations
+    passes = [n for n in run.eval_metric_names() if n == "greedy_pass@1" or n.startswith("pass@")]
+    passes.sort(key=lambda n: (n != "greedy_pass@1", int(n.split("@")[1])))
+    rewards = [n for n in ("greedy_reward", "sample_reward") if run.has_eval_metric(n)]
+    fig, axes = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for name in passes:
+        axes[0].plot(x, run.eval_metric(name), "o-", label=name, linewidth=1.5 if name == "greedy_pass@1" else 1)
+    axes[0].set_ylabel("pass rate")
+    axes[0].set_ylim(-0.02, 1.02)
+    for name in rewards:
+        axes[1].plot(x, run.eval_metric(name), "o-", label=name)
+    axes[1].set_ylabel("mean reward")
+    axes[1].set_xlabel("iteration")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize="small")
+    prompts = run.eval_metric("prompts")[-1] if run.has_eval_metric("prompts") else float("nan")
+    axes[0].set_title(f"{run.name}: evaluation on {prompts:.0f} held-out prompts")
+    _save(fig, out_dir, "eval.png", written)
+
+
 def phase_times(run):
     """{phase: seconds per iteration}: the slowest rank of each phase (the one everybody waits
     for), from /timing; the time_<phase> metrics when the file has no /timing."""
@@ -145,7 +172,7 @@ def plot(run, out_dir):
     if len(run.iterations) == 0:
         notes.append("no complete iterations yet: nothing to plot")
         return written, notes
-    for fn in (plot_reward, plot_kl, plot_losses, plot_throughput, plot_phase_times):
+    for fn in (plot_reward, plot_kl, plot_losses, plot_throughput, plot_eval, plot_phase_times):
         fn(run, out_dir, written, notes)
     return written, notes
 

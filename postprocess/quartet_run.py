@@ -9,6 +9,8 @@ that and nothing else. In short:
     /timing/<phase>    float64 [n, world_size] seconds per iteration and rank
     /memory/<phase>    float64 [n, world_size] peak device bytes; /memory/plan float64 [world_size]
     /rollouts/<NNNNNN> sequences, masks, scores, logprobs, ... , prompt, completion
+    /eval/<metric>     float64 [m], one row per evaluation ([eval]); /eval/iteration int64 [m]
+                       (the iterations done when it was taken, 0 = before the first)
 
 The one rule a reader must keep: rows (and rollout groups) beyond iterations_complete may be half
 written and are ignored. The file is opened only for as long as it takes to read it, because the
@@ -17,6 +19,7 @@ block the writer.
 
     run = open_run("runs/demo/run.h5", retries=5, wait=1.0)
     run.iterations, run.metric("reward_mean"), run.timing("train"), run.rollout(run.rollout_iterations()[-1])
+    run.eval_iterations, run.eval_metric("greedy_pass@1")
 """
 
 import contextlib
@@ -113,7 +116,8 @@ class Run:
 
     Everything is trimmed to the complete iterations; no HDF5 handle is kept open."""
 
-    def __init__(self, path, attrs, row_index, iterations, metrics, timing, memory, memory_plan, rollout_groups):
+    def __init__(self, path, attrs, row_index, iterations, metrics, timing, memory, memory_plan, rollout_groups,
+                 eval_iterations=None, evals=None):
         self.path = path
         self.attrs = attrs
         self.iterations = iterations
@@ -123,6 +127,8 @@ class Run:
         self._memory = memory
         self._memory_plan = memory_plan
         self._rollout_groups = rollout_groups  # iteration -> group name
+        self.eval_iterations = np.zeros(0, dtype=np.int64) if eval_iterations is None else eval_iterations
+        self._evals = evals or {}
 
     # --- identity -------------------------------------------------------------------------
     @property
@@ -190,6 +196,20 @@ class Run:
         """float64 [world_size]: each rank's planned peak device bytes (None if not written)."""
         return self._memory_plan
 
+    # --- evaluations ([eval]) ------------------------------------------------------------
+    def eval_metric_names(self):
+        return sorted(self._evals)
+
+    def has_eval_metric(self, name):
+        return name in self._evals
+
+    def eval_metric(self, name):
+        """float64 [m]: the evaluation metric at each evaluation (aligned with .eval_iterations)."""
+        if name not in self._evals:
+            have = ", ".join(self.eval_metric_names()) or "none"
+            raise KeyError(f"{self.path}: no eval metric '{name}' (has: {have})")
+        return self._evals[name]
+
     # --- rollouts -------------------------------------------------------------------------
     def rollout_iterations(self):
         """The iterations (ints, ascending) that have a complete rollouts group."""
@@ -239,6 +259,22 @@ def _row_index(f, complete):
                for n, ds in f[g].items() if isinstance(ds, h5py.Dataset) and n != "plan" and ds.ndim >= 1]
     n = min([complete] + lengths) if lengths else 0
     return np.arange(n, dtype=np.int64), np.arange(1, n + 1, dtype=np.int64)
+
+
+def _eval_rows(f, complete):
+    """Which rows of /eval belong to complete iterations (an evaluation is written with the
+    iteration it follows), one per evaluation point (the last row wins, as for /metrics), and
+    their iterations."""
+    group = f.get("eval")
+    if group is None or "iteration" not in group:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key = np.asarray(group["iteration"][()], dtype=np.int64)
+    last_row = {}
+    for row, it in enumerate(key.tolist()):
+        if 0 <= it <= complete:
+            last_row[it] = row
+    iterations = np.array(sorted(last_row), dtype=np.int64)
+    return np.array([last_row[it] for it in iterations.tolist()], dtype=np.int64), iterations
 
 
 def _take_rows(ds, rows):
@@ -309,9 +345,12 @@ def _read(path):
                         continue  # not an iteration group; nothing of ours
                     if 1 <= it <= complete:
                         rollouts[it] = name
+            eval_rows, eval_iterations = _eval_rows(f, complete)
+            evals = {name: _take_rows(ds, eval_rows) for name, ds in f["eval"].items()
+                     if name != "iteration" and isinstance(ds, h5py.Dataset)} if len(eval_rows) else {}
         except (KeyError, ValueError, TypeError) as e:
             raise RunFileError(f"{path}: a quartet run file, but damaged: {e}") from None
-    return Run(path, attrs, rows, iterations, metrics, timing, memory, plan, rollouts)
+    return Run(path, attrs, rows, iterations, metrics, timing, memory, plan, rollouts, eval_iterations, evals)
 
 
 def open_run(path, retries=0, wait=1.0):

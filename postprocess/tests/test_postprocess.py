@@ -65,10 +65,12 @@ DECK_B = DECK_A.replace("kl_coef = 0.01", "kl_coef = 0.05").replace("lr = 3e-3",
 
 
 def write_run(path, rows=12, complete=10, deck=DECK_A, world=3, rollouts=(5, 10, 12), metrics=METRICS,
-              timing=True, iteration_column=None, reward_offset=0.0):
+              timing=True, iteration_column=None, reward_offset=0.0, evals=(0, 4, 8, 12)):
     """A run file in the writer's layout. Row r of every per-iteration dataset holds values that
     encode r (reward_mean = offset + r/10), so trimming can be checked. Rows beyond `complete`
-    and rollout groups beyond it stand for a half-written iteration the reader must ignore."""
+    and rollout groups beyond it stand for a half-written iteration the reader must ignore.
+    /eval holds one row per iteration in `evals` (greedy_pass@1 = iteration / 20); those past
+    `complete` must be ignored too."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with h5py.File(path, "w") as f:
         f.attrs["software"] = "quartet"
@@ -110,6 +112,14 @@ def write_run(path, rows=12, complete=10, deck=DECK_A, world=3, rollouts=(5, 10,
                 t.create_dataset(phase, data=times, maxshape=(None, world), chunks=(64, world))
                 mem.create_dataset(phase, data=np.zeros((rows, world)), maxshape=(None, world), chunks=(64, world))
             mem.create_dataset("plan", data=np.full(world, 1e9))
+        if evals:
+            e = f.create_group("eval")
+            its = np.asarray(evals, dtype=np.int64)
+            e.create_dataset("iteration", data=its, maxshape=(None,), chunks=(64,))
+            x = its.astype(np.float64)
+            for name, values in (("greedy_pass@1", x / 20), ("greedy_reward", x / 15), ("pass@1", x / 30),
+                                 ("pass@4", x / 12), ("sample_reward", x / 16), ("prompts", 64 + 0 * x)):
+                e.create_dataset(name, data=values, maxshape=(None,), chunks=(64,))
         ro = f.create_group("rollouts")
         strings = h5py.string_dtype("utf-8")
         B, L, A = 4, 10, 4
@@ -151,7 +161,7 @@ class Fixture(unittest.TestCase):
         # B: another deck, fewer metrics, no /timing (phase times then come from time_<phase>).
         cls.run_b = write_run(os.path.join(cls.tmp, "sweep_b", "run.h5"), rows=8, complete=8, deck=DECK_B,
                               metrics=("reward_mean", "kl", "policy_loss", "time_generate", "time_train"),
-                              timing=False, rollouts=(), reward_offset=0.5)
+                              timing=False, rollouts=(), reward_offset=0.5, evals=())
         cls.missing = os.path.join(cls.tmp, "nowhere", "run.h5")
         cls.text = os.path.join(cls.tmp, "notes.h5")
         with open(cls.text, "w") as f:
@@ -281,9 +291,24 @@ class FunctionTest(Fixture):
         out = os.path.join(self.tmp, "plots_fn")
         written, notes = plot_run.plot(quartet_run.open_run(self.run_a), out)
         self.assertEqual(sorted(os.path.basename(p) for p in written),
-                         ["kl.png", "losses.png", "phase_times.png", "reward.png", "throughput.png"])
+                         ["eval.png", "kl.png", "losses.png", "phase_times.png", "reward.png", "throughput.png"])
         self.assertTrue(all(is_png(p) for p in written))
         self.assertEqual(notes, [])
+
+    def test_eval_series(self):
+        run = quartet_run.open_run(self.run_a)
+        # The point at 12 lies past iterations_complete (10): a half-written one, ignored.
+        np.testing.assert_array_equal(run.eval_iterations, [0, 4, 8])
+        np.testing.assert_allclose(run.eval_metric("greedy_pass@1"), [0.0, 0.2, 0.4])
+        self.assertEqual(run.eval_metric_names(),
+                         ["greedy_pass@1", "greedy_reward", "pass@1", "pass@4", "prompts", "sample_reward"])
+        with self.assertRaises(KeyError):
+            run.eval_metric("pass@8")
+        b = quartet_run.open_run(self.run_b)
+        self.assertEqual(len(b.eval_iterations), 0)
+        self.assertEqual(b.eval_metric_names(), [])
+        _, notes = plot_run.plot(b, os.path.join(self.tmp, "plots_b_fn"))
+        self.assertIn("eval.png skipped: no evaluations ([eval]) in the file", notes)
         times = plot_run.phase_times(quartet_run.open_run(self.run_a))
         np.testing.assert_allclose(times["train"], 3.2)  # the slowest rank, not the mean
 
@@ -356,12 +381,13 @@ class ScriptTest(Fixture):
         result = run_script("plot_run.py", self.run_a, "--out", out)
         self.check_ok(result)
         pngs = [line for line in result.stdout.splitlines() if line.endswith(".png")]
-        self.assertEqual(len(pngs), 5, result.stdout)
+        self.assertEqual(len(pngs), 6, result.stdout)  # eval.png among them: A has /eval
         self.assertTrue(all(os.path.dirname(p) == out and is_png(p) for p in pngs))
         # B lacks most metrics: skipped with notes, not an error; the default out is beside it.
         result = run_script("plot_run.py", self.run_b)
         self.check_ok(result)
         self.assertIn("note: throughput.png skipped: no metric tokens_per_s", result.stdout)
+        self.assertIn("note: eval.png skipped", result.stdout)
         self.assertIn("value_loss", result.stdout)
         self.assertTrue(is_png(os.path.join(self.tmp, "sweep_b", "plots", "reward.png")))
         self.assertTrue(is_png(os.path.join(self.tmp, "sweep_b", "plots", "phase_times.png")))
@@ -491,6 +517,10 @@ class DemoRunTest(unittest.TestCase):
         for phase in run.timing_phases():
             self.assertEqual(run.timing(phase).shape, (run.iterations_complete, run.world_size), phase)
         self.assertTrue(run.deck())
+        # The demo run of the tests evaluates (its [eval] set by ctest): a point per evaluation.
+        for name in run.eval_metric_names():
+            self.assertEqual(run.eval_metric(name).shape, run.eval_iterations.shape, name)
+        self.assertTrue(np.all(np.diff(run.eval_iterations) > 0))
         for it in run.rollout_iterations():
             r = run.rollout(it)
             self.assertEqual(len(r["prompt"]), r["scores"].shape[0])
@@ -500,6 +530,8 @@ class DemoRunTest(unittest.TestCase):
         result = run_script("plot_run.py", self.path, "--out", self.tmp, "--retries", "10")
         self.check_ok(result)
         self.assertTrue(is_png(os.path.join(self.tmp, "reward.png")), result.stdout)
+        if len(quartet_run.open_run(self.path, retries=10, wait=1.0).eval_iterations):
+            self.assertTrue(is_png(os.path.join(self.tmp, "eval.png")), result.stdout)
         out_csv = os.path.join(self.tmp, "sweep.csv")
         result = run_script("sweep_table.py", self.path, self.path, "--csv", out_csv, "--retries", "10")
         self.check_ok(result)

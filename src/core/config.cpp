@@ -1,5 +1,6 @@
 #include "quartet/core/config.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "quartet/core/files.hpp"
@@ -215,6 +216,23 @@ void add_rollout_keys(po::options_description& d) {
       ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding, which in bf16 leans towards the sampler's: a KL of about 2e-4 a token where actor and reference are equal)");
 }
 
+// [eval]: held-out prompts, when and how they are measured.
+void add_eval_keys(po::options_description& d) {
+  EvalConfig ev;
+  d.add_options()
+      ("eval.prompts", po::value<std::string>()->default_value(""), "held-out prompts file measured during training, in any format rollout.prompts reads (\"\" = no evaluation)")
+      ("eval.prompt_field", po::value<std::string>()->default_value(""), "plain JSONL field with the prompt text (\"\" = rollout.prompt_field)")
+      ("eval.every", po::value<int>()->default_value(ev.every), "evaluate every N iterations (0 = only at the end)")
+      ("eval.at_start", po::value<bool>()->default_value(ev.at_start), "also evaluate before the first iteration (the series' point at iteration 0)")
+      ("eval.at_end", po::value<bool>()->default_value(ev.at_end), "evaluate after the last iteration")
+      ("eval.count", po::value<int>()->default_value(ev.count), "prompts evaluated: the first N of the file (0 = all), shared out over the actor ranks")
+      ("eval.samples", po::value<int>()->default_value(ev.samples), "completions sampled per prompt for n-sample pass@1 and pass@k (0 = greedy only)")
+      ("eval.k", po::value<std::string>()->default_value(""), "comma-separated k of pass@k, each 1 .. eval.samples (unbiased estimator of Chen et al. 2021)")
+      ("eval.temperature", po::value<double>()->default_value(ev.temperature), "sampling temperature of the n-sample part (> 0; greedy pass@1 is always at 0)")
+      ("eval.max_new_tokens", po::value<int>()->default_value(ev.max_new_tokens), "tokens generated at most per completion (0 = rollout.max_new_tokens, which it may not exceed)")
+      ("eval.pass_threshold", po::value<double>()->default_value(ev.pass_threshold), "a completion passes when its reward is at least this (1.0: exactly right under the rule rewards)");
+}
+
 }  // namespace
 
 const char* name_of(Algorithm value) { return name_in(value, kAlgorithms); }
@@ -234,7 +252,7 @@ const po::options_description& deck_schema() {
   static const po::options_description schema = [] {
     po::options_description d("Deck keys (section.key, default)");
     for (auto add : {add_run_keys, add_checkpoint_keys, add_placement_keys, add_dist_keys, add_model_keys, add_train_keys,
-                     add_algorithm_keys, add_output_keys, add_rollout_keys})
+                     add_algorithm_keys, add_output_keys, add_rollout_keys, add_eval_keys})
       add(d);
     d.add(kernels_schema());
     d.add(reward_schema());
@@ -618,6 +636,71 @@ AlgorithmConfig load_algorithm(const Deck& deck) {
   return a;
 }
 
+// The [eval] keys; the rollout's max_new_tokens bounds the eval's (the memory plan, the width
+// buckets and the models' positions are sized by it).
+EvalConfig load_eval(const Deck& deck) {
+  EvalConfig e;
+  e.prompts = deck.get<std::string>("eval.prompts");
+  if (e.prompts.empty()) {
+    // A key set away from its default means evaluation was wanted. (Defaults spelled out, as a
+    // resolved deck spells them, are fine.)
+    const std::pair<const char*, bool> changed[] = {
+        {"eval.prompt_field", !deck.get<std::string>("eval.prompt_field").empty()},
+        {"eval.every", deck.get<int>("eval.every") != e.every},
+        {"eval.at_start", deck.get<bool>("eval.at_start") != e.at_start},
+        {"eval.at_end", deck.get<bool>("eval.at_end") != e.at_end},
+        {"eval.count", deck.get<int>("eval.count") != e.count},
+        {"eval.samples", deck.get<int>("eval.samples") != e.samples},
+        {"eval.k", !deck.get<std::string>("eval.k").empty()},
+        {"eval.temperature", deck.get<double>("eval.temperature") != e.temperature},
+        {"eval.max_new_tokens", deck.get<int>("eval.max_new_tokens") != e.max_new_tokens},
+        {"eval.pass_threshold", deck.get<double>("eval.pass_threshold") != e.pass_threshold}};
+    for (const auto& [key, differs] : changed)
+      if (differs) deck.fail(key, "is set, but eval.prompts is not: name the held-out prompts file to evaluate on");
+    return e;
+  }
+  if (!is_regular_file(e.prompts)) deck.fail("eval.prompts", "is '" + e.prompts + "', which is not a readable file");
+  e.prompt_field = deck.get<std::string>("eval.prompt_field");
+  if (e.prompt_field.empty()) e.prompt_field = deck.get<std::string>("rollout.prompt_field");
+  const std::pair<const char*, int*> counts[] = {
+      {"every", &e.every}, {"count", &e.count}, {"samples", &e.samples}, {"max_new_tokens", &e.max_new_tokens}};
+  for (const auto& [key, value] : counts) {
+    *value = deck.get<int>(std::string("eval.") + key);
+    if (*value < 0) deck.fail(std::string("eval.") + key, "must be >= 0");
+  }
+  e.at_start = deck.get<bool>("eval.at_start");
+  e.at_end = deck.get<bool>("eval.at_end");
+  if (e.every == 0 && !e.at_end && !e.at_start)
+    deck.fail("eval.at_end", "is false, and eval.every is 0 and eval.at_start false: the run would never evaluate");
+  const int rollout_max = deck.get<int>("rollout.max_new_tokens");
+  if (e.max_new_tokens == 0) e.max_new_tokens = rollout_max;
+  if (e.max_new_tokens > rollout_max)
+    deck.fail("eval.max_new_tokens", "is " + std::to_string(e.max_new_tokens) +
+                                         ", more than rollout.max_new_tokens = " + std::to_string(rollout_max) +
+                                         " (the memory plan and the models' positions are sized by the rollout's): "
+                                         "raise that one");
+  for (const std::string& item : split_list(deck.get<std::string>("eval.k"))) {
+    size_t used = 0;
+    int k = 0;
+    try {
+      k = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || k < 1)
+      deck.fail("eval.k", "holds '" + item + "'; expected comma-separated whole numbers >= 1");
+    if (k > e.samples)
+      deck.fail("eval.k", "asks for pass@" + item + ", which needs eval.samples >= " + item + " (it is " +
+                              std::to_string(e.samples) + ")");
+    if (std::find(e.k.begin(), e.k.end(), k) == e.k.end()) e.k.push_back(k);
+  }
+  std::sort(e.k.begin(), e.k.end());
+  e.temperature = deck.get<double>("eval.temperature");
+  if (!(e.temperature > 0)) deck.fail("eval.temperature", "must be > 0 (greedy pass@1 is measured anyway)");
+  e.pass_threshold = deck.get<double>("eval.pass_threshold");  // the deck refuses nan and inf
+  return e;
+}
+
 }  // namespace
 
 Config load_config(const Deck& deck) {
@@ -636,7 +719,8 @@ Config load_config(const Deck& deck) {
            load_checkpoint(deck),
            load_kernels_config(deck),
            load_profile_config(deck),
-           load_reward_config(deck)};
+           load_reward_config(deck),
+           load_eval(deck)};
   return c;
 }
 

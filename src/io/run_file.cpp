@@ -216,6 +216,49 @@ void write_iteration_rows(hid_t file, hsize_t row, const IterationRecord& rec) {
   }
 }
 
+// The rows of /eval/iteration that belong to complete iterations: those up to the first whose
+// iteration is past `complete` (an append that failed before raising iterations_complete may
+// have left some).
+hsize_t valid_eval_rows(hid_t file, std::int64_t complete) {
+  if (!exists(file, "eval/iteration")) return 0;
+  H5 set{H5_CHECK(H5Dopen2(file, "eval/iteration", H5P_DEFAULT)), H5Dclose};
+  H5 space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+  hsize_t n = 0;
+  H5_CHECK(H5Sget_simple_extent_dims(space.id, &n, nullptr));
+  std::vector<std::int64_t> its(static_cast<size_t>(n));
+  if (n) H5_CHECK(H5Dread(set.id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, its.data()));
+  hsize_t valid = 0;
+  while (valid < n && its[valid] <= complete) ++valid;
+  return valid;
+}
+
+// The evaluations of an iteration as rows of /eval, after the `complete` iterations' rows. A
+// metric an earlier evaluation lacked is NaN there (open_series' fill value).
+void write_eval_rows(hid_t file, std::int64_t complete, const std::vector<EvalRecord>& evals) {
+  if (evals.empty()) return;
+  H5 g = group(file, "eval");
+  hsize_t row = valid_eval_rows(file, complete);
+  for (const EvalRecord& e : evals) {
+    {
+      H5 set = open_series(g.id, "iteration", 0, H5T_STD_I64LE);
+      write_row(set.id, row, {0.0}, false, H5T_NATIVE_INT64, &e.iteration);
+    }
+    for (const auto& [m, v] : e.metrics) {
+      H5 set = open_series(g.id, m, 0, H5T_IEEE_F64LE);
+      write_row(set.id, row, {v}, false, H5T_NATIVE_DOUBLE, &v);
+    }
+    ++row;
+  }
+  // Rows a failed append left beyond these go (every series to the same length).
+  for (const std::string& name : link_names(g.id)) {
+    H5 set{H5_CHECK(H5Dopen2(g.id, name.c_str(), H5P_DEFAULT)), H5Dclose};
+    H5 space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+    hsize_t dims = 0;
+    H5_CHECK(H5Sget_simple_extent_dims(space.id, &dims, nullptr));
+    if (dims != row) H5_CHECK(H5Dset_extent(set.id, &row));
+  }
+}
+
 // The prompts and completions of /rollouts/<name> as UTF-8 variable-length strings.
 void write_rollout_texts(hid_t file, const std::string& name, const std::vector<std::string>& prompts,
                          const std::vector<std::string>& completions) {
@@ -331,6 +374,7 @@ void RunFile::append(const IterationRecord& rec, const RolloutRecord* ro) {
     try {
       H5 file = open_serial(path_, H5F_ACC_RDWR);
       write_iteration_rows(file.id, static_cast<hsize_t>(complete_), rec);
+      write_eval_rows(file.id, complete_, rec.evals);
       if (ro) write_rollout_texts(file.id, name, prompts, completions);
       int_attr(file.id, "iterations_complete", complete_ + 1);
     } catch (const std::exception& e) {
@@ -370,6 +414,18 @@ void RunFile::rewind(std::int64_t iterations) {
           H5_CHECK(H5Dset_extent(set.id, dims));
         }
       }
+      // Evaluations are rows of /eval keyed by /eval/iteration.
+      if (exists(file.id, "eval")) {
+        hsize_t keep = valid_eval_rows(file.id, iterations);
+        H5 g{H5_CHECK(H5Gopen2(file.id, "eval", H5P_DEFAULT)), H5Gclose};
+        for (const std::string& name : link_names(g.id)) {
+          H5 set{H5_CHECK(H5Dopen2(g.id, name.c_str(), H5P_DEFAULT)), H5Dclose};
+          H5 space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+          hsize_t dims = 0;
+          H5_CHECK(H5Sget_simple_extent_dims(space.id, &dims, nullptr));
+          if (dims > keep) H5_CHECK(H5Dset_extent(set.id, &keep));
+        }
+      }
       // Rollout groups are named by iteration (%06d).
       if (exists(file.id, "rollouts")) {
         H5 g{H5_CHECK(H5Gopen2(file.id, "rollouts", H5P_DEFAULT)), H5Gclose};
@@ -387,6 +443,52 @@ void RunFile::rewind(std::int64_t iterations) {
                                    ": " + error);
   complete_ = iterations;
 }
+
+namespace {
+
+// The first `n` values of a 1-D dataset as doubles.
+std::vector<double> read_doubles(hid_t loc, const std::string& name, hsize_t n) {
+  H5 set{H5_CHECK(H5Dopen2(loc, name.c_str(), H5P_DEFAULT)), H5Dclose};
+  H5 space{H5_CHECK(H5Dget_space(set.id)), H5Sclose};
+  hsize_t len = 0;
+  H5_CHECK(H5Sget_simple_extent_dims(space.id, &len, nullptr));
+  std::vector<double> v(static_cast<size_t>(len));
+  if (len) H5_CHECK(H5Dread(set.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()));
+  v.resize(std::min<size_t>(v.size(), static_cast<size_t>(n)));
+  return v;
+}
+
+// inspect's lines on /eval: the points (iterations) and each metric's first, last and best.
+std::string describe_evals(hid_t file, std::int64_t complete) {
+  const hsize_t rows = valid_eval_rows(file, complete);
+  if (rows == 0) return "";
+  H5 g{H5_CHECK(H5Gopen2(file, "eval", H5P_DEFAULT)), H5Gclose};
+  const std::vector<double> its = read_doubles(g.id, "iteration", rows);
+  std::ostringstream out;
+  out << "  eval points: " << rows << " (iterations";
+  for (size_t i = 0; i < its.size(); ++i) {
+    if (its.size() > 12 && i == 6) {
+      out << " ...";
+      i = its.size() - 6;
+    }
+    out << " " << static_cast<long long>(its[i]);
+  }
+  out << ")\n  eval metric                 first         last          best (max)\n";
+  for (const std::string& m : link_names(g.id)) {
+    if (m == "iteration") continue;
+    const std::vector<double> v = read_doubles(g.id, m, rows);
+    if (v.empty()) continue;
+    double best = -std::numeric_limits<double>::infinity();
+    for (double x : v)
+      if (std::isfinite(x)) best = std::max(best, x);
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-22s %12.5g  %12.5g  %12.5g\n", m.c_str(), v.front(), v.back(), best);
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace
 
 std::string describe_run_file(const std::string& path) {
   QUARTET_CHECK(path_exists(path), path + ": no such file");
@@ -433,6 +535,7 @@ std::string describe_run_file(const std::string& path) {
       out << line;
     }
   }
+  out << describe_evals(file.id, n);
   if (exists(file.id, "rollouts")) {
     H5 g{H5_CHECK(H5Gopen2(file.id, "rollouts", H5P_DEFAULT)), H5Gclose};
     H5G_info_t gi;

@@ -28,7 +28,8 @@ RolloutRecord rollouts_of(const Iteration& it) {
 }  // namespace
 
 void record_iteration(RunFile* run_file, const World& world, const Iteration& it, const IterationMetrics& metrics,
-                      const PhaseClock& clock, const AlgorithmSpec& algorithm, int rollouts_every) {
+                      const PhaseClock& clock, const AlgorithmSpec& algorithm, int rollouts_every,
+                      const std::vector<EvalMetrics>& evals) {
   // Every rank's phase times, then its peaks.
   std::vector<double> mine(clock.all_seconds().begin(), clock.all_seconds().end());
   mine.insert(mine.end(), clock.peak_bytes().begin(), clock.peak_bytes().end());
@@ -47,6 +48,7 @@ void record_iteration(RunFile* run_file, const World& world, const Iteration& it
       peaks.push_back(per_rank[static_cast<size_t>(r) * mine.size() + kPhases + static_cast<size_t>(p)]);
     }
   }
+  for (const EvalMetrics& e : evals) rec.evals.push_back({e.iteration, e.named()});
   const bool store = rollouts_every > 0 && ((it.index + 1) % rollouts_every == 0 || it.index == 0);
   const RolloutRecord ro = store ? rollouts_of(it) : RolloutRecord{};
   run_file->append(rec, store ? &ro : nullptr);

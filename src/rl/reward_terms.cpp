@@ -141,16 +141,22 @@ RewardTerms::RewardTerms(const Config& config) : prompt_field_(config.rollout.pr
 
 void RewardTerms::score(Iteration& it) {
   if (terms_.empty()) return;  // the reward model's scores are the total
-  const int64_t rows = static_cast<int64_t>(it.completions.size());
-  const std::vector<RewardSample> samples = reward_samples(it, prompt_field_);
+  Totals t = totals(reward_samples(it, prompt_field_), it.scores);
+  it.scores = t.total;
+  it.reward_terms = t.terms;
+}
+
+RewardTerms::Totals RewardTerms::totals(const std::vector<RewardSample>& samples, const torch::Tensor& model_scores) {
+  if (terms_.empty()) return {model_scores, {}};
+  const int64_t rows = static_cast<int64_t>(samples.size());
   std::vector<std::vector<double>> columns;
   for (Term& term : terms_) {
     if (term.kind == "model") {
-      QUARTET_CHECK(it.scores.defined() && it.scores.numel() == rows,
+      QUARTET_CHECK(model_scores.defined() && model_scores.numel() == rows,
                     "reward term model: the reward model scored " +
-                        std::to_string(it.scores.defined() ? it.scores.numel() : 0) + " of " + std::to_string(rows) +
-                        " rows");
-      const auto model = it.scores.to(torch::kCPU).to(torch::kFloat64).contiguous();
+                        std::to_string(model_scores.defined() ? model_scores.numel() : 0) + " of " +
+                        std::to_string(rows) + " rows");
+      const auto model = model_scores.to(torch::kCPU).to(torch::kFloat64).contiguous();
       columns.emplace_back(model.data_ptr<double>(), model.data_ptr<double>() + rows);
       continue;
     }
@@ -172,13 +178,13 @@ void RewardTerms::score(Iteration& it) {
     for (size_t t = 1; t < terms_.size(); ++t) sum += terms_[t].weight * columns[t][static_cast<size_t>(r)];
     total[static_cast<size_t>(r)] = static_cast<float>(sum);
   }
-  it.scores = torch::tensor(total, torch::kFloat32);
-  if (logged_.empty()) return;
-  auto per_term = torch::empty({rows, static_cast<int64_t>(terms_.size())}, torch::kFloat64);
-  auto a = per_term.accessor<double, 2>();
+  Totals out{torch::tensor(total, torch::kFloat32), {}};
+  if (logged_.empty()) return out;
+  out.terms = torch::empty({rows, static_cast<int64_t>(terms_.size())}, torch::kFloat64);
+  auto a = out.terms.accessor<double, 2>();
   for (int64_t r = 0; r < rows; ++r)
     for (size_t t = 0; t < terms_.size(); ++t) a[r][static_cast<int64_t>(t)] = columns[t][static_cast<size_t>(r)];
-  it.reward_terms = per_term;
+  return out;
 }
 
 }  // namespace quartet

@@ -44,6 +44,14 @@ class ColocatedScoring : public Scoring {
 
   void send_returns(Iteration&) override {}  // the critic is on the actor's ranks
 
+  torch::Tensor reward_scores(const RolloutBatch& rollouts) override {
+    RoleModel* reward = models_.get(Role::reward);
+    if (!reward) return {};
+    parking_.keep_only({Role::reward});
+    torch::Tensor scores = score_sequences(*reward->model, rollouts, setup_.micro_batch);
+    return scores.defined() ? scores : torch::zeros({0}, torch::kFloat32);
+  }
+
  private:
   const RoleModels& models_;
   ModelParking& parking_;
@@ -69,6 +77,10 @@ class DisjointScoring : public Scoring {
     make(Role::reward, "rollouts to reward", 1, &reward_);
     make(Role::critic, "rollouts to critic", 2, &critic_);
     make(Role::critic, "returns to critic", 3, &returns_);
+    // Evaluation's rollouts to the reward model: a tag below the chunks' (16 + 4c + kind).
+    if (rt.placement.has(Role::reward) && has_model(rt.config, Role::reward))
+      eval_ = std::make_unique<GroupExchange>(rt.world, "evaluation rollouts to reward", actors,
+                                              rt.placement.ranks_of(Role::reward), 15, rt.device, rt.watchdog.get());
   }
 
   void hand_off(int chunk, const RolloutBatch& b) override {
@@ -93,6 +105,24 @@ class DisjointScoring : public Scoring {
     if (!reference_.empty()) it.ref_logp = collect(reference_, it.batch.actions());
     if (!reward_.empty()) it.scores = collect(reward_, -1);
     if (!critic_.empty()) it.values = collect(critic_, it.batch.actions());
+  }
+
+  torch::Tensor reward_scores(const RolloutBatch& rollouts) override {
+    if (!eval_) return {};
+    if (models_.get(Role::actor)) {
+      eval_->forward({rollouts.sequences.cpu(), rollouts.attention_mask.cpu(), rollouts.action_mask.cpu()});
+      return eval_->backward({})[0];
+    }
+    RoleModel* reward = models_.get(Role::reward);
+    if (!reward) return {};
+    const std::vector<RolloutBatch> pieces = as_rollouts(eval_->forward({}));
+    torch::Tensor scores = score_sequences(*reward->model, concat_rollouts(pieces, setup_.pad_id, setup_.max_width),
+                                           setup_.micro_batch);
+    if (!scores.defined()) scores = torch::zeros({0}, torch::kFloat32);
+    std::vector<Batch> results;
+    for (auto& part : split_by_pieces(scores, pieces)) results.push_back({part});
+    eval_->backward(results);
+    return {};
   }
 
   void send_returns(Iteration& it) override {
@@ -169,6 +199,7 @@ class DisjointScoring : public Scoring {
   const RoleModels& models_;
   ScoringSetup setup_;
   Exchanges reference_, reward_, critic_, returns_;
+  std::unique_ptr<GroupExchange> eval_;  // evaluation's rollouts to the reward group
   std::vector<RolloutBatch> critic_pieces_;  // this iteration's, on critic ranks
   bool waited_ = false;
 };

@@ -104,18 +104,21 @@ void check_train_deck(const Config& cfg, const Placement& placement) {
 }
 
 void check_prompts_fit_actor(const Config& cfg) {
-  const std::string& path = cfg.rollout.prompts;
-  std::optional<PromptFileHeader> header;
-  try {
-    header = prepared_prompts_header(path);
-  } catch (const Error& e) {
-    cfg.deck.fail("rollout.prompts", std::string("is '") + path + "': " + e.what());
+  for (const auto& [key, path] : {std::pair<const char*, std::string>{"rollout.prompts", cfg.rollout.prompts},
+                                  {"eval.prompts", cfg.eval.prompts}}) {
+    if (path.empty()) continue;
+    std::optional<PromptFileHeader> header;
+    try {
+      header = prepared_prompts_header(path);
+    } catch (const Error& e) {
+      cfg.deck.fail(key, std::string("is '") + path + "': " + e.what());
+    }
+    if (!header) continue;
+    const ModelSpec actor = resolve_model(cfg, Role::actor);
+    const TokenizerIdentity id = actor.random ? builtin_tokenizer_identity() : model_dir_identity(actor.dir);
+    const std::string misfit = prompt_header_misfit(*header, id);
+    if (!misfit.empty()) cfg.deck.fail(key, "names a file prepared for another actor: " + misfit);
   }
-  if (!header) return;
-  const ModelSpec actor = resolve_model(cfg, Role::actor);
-  const TokenizerIdentity id = actor.random ? builtin_tokenizer_identity() : model_dir_identity(actor.dir);
-  const std::string misfit = prompt_header_misfit(*header, id);
-  if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
 }
 
 }  // namespace quartet

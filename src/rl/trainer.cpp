@@ -17,12 +17,14 @@
 #include "quartet/io/run_file.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/dynamic_sampling.hpp"
+#include "quartet/rl/evaluator.hpp"
 #include "quartet/rl/iteration_metrics.hpp"
 #include "quartet/rl/iteration_record.hpp"
 #include "quartet/rl/model_parking.hpp"
 #include "quartet/rl/overlong.hpp"
 #include "quartet/rl/phase_clock.hpp"
 #include "quartet/rl/rollout_generator.hpp"
+#include "quartet/rl/reward_samples.hpp"
 #include "quartet/rl/reward_terms.hpp"
 #include "quartet/rl/scoring.hpp"
 #include "quartet/rl/stop_control.hpp"
@@ -55,13 +57,20 @@ class Trainer {
       it.index = index;
       IterationMetrics metrics;
       metrics.name_reward_terms(rewards_->logged_names());
+      std::vector<EvalMetrics> evals;  // the evaluations taken in this iteration
       clock_.begin_iteration(index);
+      if (index == 0 && evaluator_->due(0)) {
+        evals.push_back(evaluate(0));
+        printf0("%s\n", evals.back().log_line(cfg_.run.iterations).c_str());
+        clock_.start();
+      }
       sample(it, metrics);
       if (stop_.stop_now()) return stopped_between_phases();
       estimate_advantages(it, metrics);
       if (stop_.stop_now()) return stopped_between_phases();
       update(it, metrics);
-      record(it, metrics, (monotonic_seconds() - loop_start) / (index + 1 - first));
+      if (evaluator_->due(index + 1)) evals.push_back(evaluate(index + 1));
+      record(it, metrics, evals, (monotonic_seconds() - loop_start) / (index + 1 - first));
       if (const std::optional<int> exit = checkpoint_or_stop(it, metrics.iteration_seconds)) return *exit;
     }
     report_memory();
@@ -85,7 +94,10 @@ class Trainer {
   bool another_round(bool mine);
   void estimate_advantages(Iteration& it, IterationMetrics& metrics);
   void update(Iteration& it, IterationMetrics& metrics);
-  void record(const Iteration& it, IterationMetrics& metrics, double seconds_per_iteration);
+  EvalMetrics evaluate(int done);
+  std::vector<double> eval_rewards(const EvalRows& rows);
+  void record(const Iteration& it, IterationMetrics& metrics, const std::vector<EvalMetrics>& evals,
+              double seconds_per_iteration);
   std::optional<int> checkpoint_or_stop(const Iteration& it, double iteration_seconds);
 
   int stopped_between_phases() const;
@@ -118,6 +130,8 @@ class Trainer {
   std::unique_ptr<RunFile> run_file_;        // actor ranks
   std::unique_ptr<Scoring> scoring_;
   std::unique_ptr<RolloutGenerator> generator_;  // actor ranks
+  std::vector<DatasetPrompt> eval_prompts_;      // actor ranks: their share of eval.prompts
+  std::unique_ptr<Evaluator> evaluator_;         // every rank
   int64_t score_micro_batch_ = 1;
 
   KlController kl_;
@@ -140,9 +154,17 @@ bool Trainer::refuse_or_plan() {
     check_prompts_fit_actor(cfg_);
     // The actor ranks read the prompts now: a bad row stops every rank before any model is built.
     const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
-    if (std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank()) != actor_ranks.end())
+    const auto me = std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank());
+    if (me != actor_ranks.end()) {
       dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
                                                  cfg_.rollout.max_prompt_tokens);
+      if (cfg_.eval.enabled()) {
+        const PromptDataset held_out(cfg_.eval.prompts, cfg_.eval.prompt_field, tokenizer_.get(),
+                                     cfg_.rollout.max_prompt_tokens);
+        eval_prompts_ = eval_share(cfg_, held_out, static_cast<int>(me - actor_ranks.begin()),
+                                   static_cast<int>(actor_ranks.size()));
+      }
+    }
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, rt_.world.size(), rt_.world.local_size());
     check_plan(plan);
@@ -251,6 +273,10 @@ void Trainer::make_phases() {
     const int64_t rows = static_cast<int64_t>(cfg_.rollout.batch) * al_.samples_per_prompt;
     actor_total_ = cfg_.run.iterations * steps_per_iteration(cfg_, rows);
   }
+  evaluator_ = std::make_unique<Evaluator>(
+      cfg_, model(Role::actor), std::move(eval_prompts_), sampling_,
+      [this](const RolloutBatch& b) { return decode_completions(b); },
+      [this](const EvalRows& rows) { return eval_rewards(rows); }, rt_.world.rank(), rt_.world.comm());
 }
 
 // ---- the phases ---------------------------------------------------------------------------------
@@ -391,14 +417,40 @@ void Trainer::update(Iteration& it, IterationMetrics& metrics) {
   clock_.end(kTrain);
 }
 
-// The world's metrics: the log line, run.h5, now and then a sample.
-void Trainer::record(const Iteration& it, IterationMetrics& metrics, double seconds_per_iteration) {
+// The policy on the held-out prompts ([eval]), every rank at once, as its own phase.
+EvalMetrics Trainer::evaluate(int done) {
+  clock_.start();
+  if (model(Role::actor)) parking_->keep_only({Role::actor});
+  EvalMetrics m = evaluator_->evaluate(done);
+  clock_.end(kEval);
+  return m;
+}
+
+// The run's reward of evaluation rows, as score() gives training's: the rule on the actor
+// ranks, or the reward model on its ranks (every rank calls this; the reward ranks serve).
+// The evaluation's rows scored as training's are: the reward model on its ranks (every rank
+// takes part), then the run's reward terms on the actor ranks.
+std::vector<double> Trainer::eval_rewards(const EvalRows& rows) {
+  const torch::Tensor model_scores = uses_reward_model(cfg_) ? scoring_->reward_scores(rows.batch) : torch::Tensor();
+  if (!model(Role::actor)) return {};
+  const RewardRows view{rows.prompts, rows.completions, rows.answers, rows.records, rows.indices};
+  const torch::Tensor total = rewards_->totals(reward_samples(view, cfg_.eval.prompt_field), model_scores).total;
+  if (!total.defined()) return {};
+  const auto scores = total.to(torch::kCPU).to(torch::kDouble).contiguous();
+  return {scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel()};
+}
+
+// The world's metrics: the log line (and the evaluations' after it), run.h5, now and then a sample.
+void Trainer::record(const Iteration& it, IterationMetrics& metrics, const std::vector<EvalMetrics>& evals,
+                     double seconds_per_iteration) {
   metrics.phase_seconds = clock_.all_seconds();
   metrics.iteration_seconds = clock_.iteration_seconds();
   metrics.reduce(rt_.world.comm());
   const double eta = seconds_per_iteration * (cfg_.run.iterations - it.index - 1);
   printf0("%s\n", metrics.log_line(it.index + 1, cfg_.run.iterations, spec_, eta).c_str());
-  record_iteration(run_file_.get(), rt_.world, it, metrics, clock_, spec_, cfg_.output.rollouts_every);
+  for (const EvalMetrics& e : evals)
+    if (e.iteration > 0) printf0("%s\n", e.log_line(cfg_.run.iterations).c_str());
+  record_iteration(run_file_.get(), rt_.world, it, metrics, clock_, spec_, cfg_.output.rollouts_every, evals);
   // A sample, so that the log shows what the policy writes (the actor's first rank holds it).
   const int every = cfg_.output.sample_every;
   RoleModel* actor = model(Role::actor);
@@ -480,12 +532,14 @@ void Trainer::report_memory() {
   watched::gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), 0, world.comm(),
                   "every rank's peak memory");
   printf0("train: peak device memory per phase (GiB, caching allocator) against the plan's peak\n");
-  printf0("  %-5s %-30s %9s %9s %11s %9s %9s\n", "rank", "roles", "generate", "score", "advantages", "train", "plan");
+  printf0("  %-5s %-30s %9s %9s %11s %9s %9s %9s\n", "rank", "roles", "generate", "score", "advantages", "train", "eval",
+          "plan");
   for (int r = 0; r < world.size(); ++r) {
     std::string roles;
     for (Role role : rt_.placement.roles_of(r)) roles += std::string(roles.empty() ? "" : "+") + role_name(role);
     const double* v = all.data() + static_cast<size_t>(r) * mine.size();
-    printf0("  %-5d %-30s %9.2f %9.2f %11.2f %9.2f %9.2f\n", r, roles.c_str(), v[0], v[1], v[2], v[3], v[4]);
+    printf0("  %-5d %-30s %9.2f %9.2f %11.2f %9.2f %9.2f %9.2f\n", r, roles.c_str(), v[kGenerate], v[kScore],
+            v[kAdvantages], v[kTrain], v[kEval], v[kPhases]);
   }
 }
 

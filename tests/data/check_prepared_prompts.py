@@ -12,7 +12,9 @@ directory of shards (Parquet and an Arrow stream). Checked:
     tokenize=True) (raw prompts: the tokenizer with its special tokens), the header's digests
     equal the files', answers and metadata are kept as given;
   - bad rows are refused by file and line (--on-error fail) or counted (skip);
-  - `quartet train` runs on the prepared file with the prepared ids at the head of its rollouts;
+  - `quartet train` runs on the prepared file with the prepared ids at the head of its rollouts,
+    and evaluates on it as [eval]'s held-out prompts (one for another tokenizer is refused there
+    too, naming eval.prompts);
   - train refuses a file prepared for another tokenizer, another chat template, with an id past
     the vocabulary, with a malformed header or a bad row, each naming the file and line;
   - for a random: actor, a file prepared from `quartet tokenize random: --write-files` trains
@@ -290,6 +292,12 @@ def check_train(args, work, model_dir, chatml, other, vocab, prepared, module, j
         # Left-padded prompts: the real prompt tokens of each row are one of the prepared rows.
         found = [tuple(int(t) for t, m in zip(s[:width], mk[:width]) if m) for s, mk in zip(seqs, masks)]
     check(found and all(p in ids for p in found), f"the rollouts begin with the prepared ids: {found[:2]}")
+    # A prepared file (answers and all) as [eval]'s held-out prompts: every row evaluated.
+    out = os.path.join(work, "run_eval")
+    train_hf(args, 1, prepared, model_dir, vocab, out, extra=("--set", f"eval.prompts={prepared}"))
+    with h5py.File(os.path.join(out, "run.h5"), "r") as f:
+        evaluated = list(f["eval"]["prompts"][()]) if "eval" in f else []
+    check(evaluated == [len(rows)], f"[eval] on the prepared file evaluated {evaluated} prompts, expected [{len(rows)}]")
 
     # quartet generate takes the prepared ids too: greedy completions equal transformers' on them.
     gen = os.path.join(work, "generate")
@@ -321,6 +329,10 @@ def check_train(args, work, model_dir, chatml, other, vocab, prepared, module, j
     check(rc == 0 and "skipped 2 of 4 rows" in out, f"prepare for another tokenizer: {out}")
     expect(other_file, "rollout.prompts", f"{other_file}:1", f"{other}/tokenizer.json (sha256",
            f"the actor's tokenizer is {model_dir}/tokenizer.json (sha256")
+    text = train_hf(args, 1, prepared, model_dir, vocab, os.path.join(work, "refused_eval"),
+                    extra=("--set", f"eval.prompts={other_file}"), expect_ok=False)
+    check(refused(text, "eval.prompts", f"{other_file}:1", f"{other}/tokenizer.json (sha256"),
+          f"train refuses eval.prompts = {other_file}, a file for another tokenizer:\n{text}")
     chatml_file = os.path.join(work, "for_chatml.jsonl")
     rc, out = prepare(module, "--model", chatml, "--out", chatml_file, jsonl)
     check(rc == 0, f"prepare with the ChatML template: {out}")

@@ -6,6 +6,7 @@
 #include <hdf5.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -154,6 +155,58 @@ TEST(RunFile, WritesNumbersRolloutsAndTextsAndResumesWithoutDuplicates) {
 
   const std::string summary = describe_run_file(dir + "/run.h5");
   EXPECT_NE(summary.find("iterations: 5 complete of 5 planned"), std::string::npos) << summary;
+}
+
+// /eval: evaluations travel with the iteration they follow (the one at 0 with iteration 1); a
+// rewind drops those past the checkpoint; the run that resumes writes them again, once; a metric
+// one evaluation lacks is NaN in its row.
+TEST(RunFile, EvaluationsFollowTheirIterationsThroughARewind) {
+  const std::string dir = test_dir("eval");
+  if (test::world().rank() == 0 && path_exists(dir + "/run.h5")) std::remove((dir + "/run.h5").c_str());
+  MPI_Barrier(test::world().comm());
+  auto with_evals = [](int64_t it, std::vector<int64_t> points) {
+    IterationRecord r = record(it);
+    for (int64_t p : points) {
+      EvalRecord e{p, {{"greedy_pass@1", 0.01 * static_cast<double>(p)}}};
+      if (p != 4) e.metrics["pass@4"] = 0.02 * static_cast<double>(p);
+      r.evals.push_back(e);
+    }
+    return r;
+  };
+  {
+    RunFile f(dir, test::world().comm(), info(), {});
+    f.append(with_evals(1, {0}), nullptr);
+    for (int64_t it = 2; it <= 5; ++it)
+      f.append(with_evals(it, it % 2 == 0 ? std::vector<int64_t>{it} : std::vector<int64_t>{}), nullptr);
+  }
+  {
+    // Resumed from a checkpoint at 3: evaluation 4 goes, and comes back once.
+    RunFile f(dir, test::world().comm(), info(), {});
+    f.rewind(3);
+    EXPECT_EQ(f.iterations_complete(), 3);
+    if (test::world().rank() == 0) {
+      hid_t file = H5Fopen((dir + "/run.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      EXPECT_EQ(read_doubles(file, "eval/iteration"), (std::vector<double>{0, 2}));
+      EXPECT_EQ(read_doubles(file, "eval/pass@4").size(), 2u);
+      H5Fclose(file);
+    }
+    for (int64_t it = 4; it <= 5; ++it) f.append(with_evals(it, {it}), nullptr);
+  }
+  MPI_Barrier(test::world().comm());
+  if (test::world().rank() != 0) return;
+  hid_t file = H5Fopen((dir + "/run.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(read_doubles(file, "eval/iteration"), (std::vector<double>{0, 2, 4, 5}));
+  EXPECT_EQ(read_doubles(file, "eval/greedy_pass@1"), (std::vector<double>{0, 0.02, 0.04, 0.05}));
+  const auto pass4 = read_doubles(file, "eval/pass@4");
+  ASSERT_EQ(pass4.size(), 4u);
+  EXPECT_DOUBLE_EQ(pass4[1], 0.04);
+  EXPECT_TRUE(std::isnan(pass4[2]));  // evaluation 4 had none
+  EXPECT_DOUBLE_EQ(pass4[3], 0.10);
+  H5Fclose(file);
+  const std::string summary = describe_run_file(dir + "/run.h5");
+  EXPECT_NE(summary.find("eval points: 4 (iterations 0 2 4 5)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("greedy_pass@1"), std::string::npos) << summary;
 }
 
 TEST(RunFile, RefusesForeignAndDamagedFiles) {

@@ -1,6 +1,7 @@
 """A reader that polls run.h5 while `quartet train` writes it must never see a torn iteration:
 whenever it can open the file, every iteration up to iterations_complete has its metric rows,
-its iteration number, and (when stored) a complete rollouts group.
+its iteration number, and (when stored) a complete rollouts group; and with [eval], exactly the
+evaluations of those iterations.
 
     check_concurrent_reader.py RUN_DIR -- mpirun -np 3 quartet train DECK --set ...
 """
@@ -30,6 +31,16 @@ def check(path):
         values = run.metric(name)
         if len(values) != n:
             sys.exit(f"torn: metric {name} has {len(values)} rows for {n} complete iterations")
+    deck = run.deck()
+    if deck.get("eval.prompts"):
+        every, at_start = int(deck["eval.every"]), deck["eval.at_start"] == "true"
+        # The evaluation at 0 is written with iteration 1.
+        want = ([0] if at_start and n >= 1 else []) + [i for i in range(1, n + 1) if every and i % every == 0]
+        if list(run.eval_iterations) != want:
+            sys.exit(f"torn: evaluations at {list(run.eval_iterations)} with iterations_complete {n}, expected {want}")
+        for name in run.eval_metric_names():
+            if len(run.eval_metric(name)) != len(want):
+                sys.exit(f"torn: eval metric {name} has {len(run.eval_metric(name))} rows for {len(want)} evaluations")
     for it in run.rollout_iterations():
         if it > n:
             sys.exit(f"the reader returned rollouts of iteration {it} beyond iterations_complete {n}")

@@ -5,7 +5,9 @@ with the actor on 2 ranks continues on 1 and back on 2.
 
     check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
 SCENARIO: signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double |
-          same_seed (two fresh runs of one deck: the same checkpoint, generator states included)
+          same_seed (two fresh runs of one deck: the same checkpoint, generator states included) |
+          eval (with [eval] at every iteration: a stop and resume, and a fall-back to an earlier
+          checkpoint, continue /eval as the uninterrupted run wrote it, no point lost or twice)
 (launch, launch_double: the runs go through `quartet launch MPIRUN ...`, and the signals go to it
 as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
@@ -135,7 +137,11 @@ def run_to_end(launcher, np_, out, *sets, expect=0):
 def metrics(out):
     with h5py.File(os.path.join(out, "run.h5"), "r") as f:
         n = int(f.attrs["iterations_complete"])
-        return n, {k: np.asarray(f["metrics"][k][:n]) for k in f["metrics"] if UNTIMED(k)}
+        series = {k: np.asarray(f["metrics"][k][:n]) for k in f["metrics"] if UNTIMED(k)}
+        # /eval whole: rows past the complete iterations would be a fault of the writer here.
+        for k in f.get("eval", {}):
+            series[f"eval/{k}"] = np.asarray(f["eval"][k][()])
+        return n, series
 
 
 def final_state(out):
@@ -155,6 +161,9 @@ def same_run(reference, resumed, what):
     if sorted(m_ref) != sorted(m_res):
         fail(f"{what}: different metrics: {sorted(m_ref)} vs {sorted(m_res)}")
     for k in m_ref:
+        if m_ref[k].shape != m_res[k].shape:
+            fail(f"{what}: {k} has {m_ref[k].shape} rows uninterrupted, {m_res[k].shape} resumed: "
+                 f"{m_ref.get('eval/iteration')} vs {m_res.get('eval/iteration')}")
         if not np.array_equal(m_ref[k], m_res[k]):
             i = int(np.nonzero(m_ref[k] != m_res[k])[0][0])
             fail(f"{what}: metric {k} differs first at iteration {i + 1}: {m_ref[k][i]!r} vs {m_res[k][i]!r}")
@@ -201,6 +210,9 @@ def main():
         ITERATIONS = 6
         EXTRA = ["rollout.batch=64", "checkpoint.every=2"] + [
             f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=384", "layers=4")]
+    if scenario == "eval":
+        EXTRA = ["eval.prompts=inputs/prompts/sort_digits_heldout.jsonl", "eval.count=16", "eval.every=1",
+                 "eval.at_start=true", "eval.samples=2", "eval.k=2"]
     reference = os.path.join(work, "uninterrupted")
     reference_output = run_to_end(launcher, 3, reference)
 
@@ -467,6 +479,44 @@ def main():
         if n != ITERATIONS or not np.array_equal(m["iteration"], np.arange(1, ITERATIONS + 1)):
             fail(f"the resharded run's file holds iterations {m['iteration']}")
         print(f"check_resume: actor 2 ranks -> 1 (at {n1}) -> 2 (at {n2}): finished {ITERATIONS} iterations")
+    elif scenario == "eval":
+        n_ref, m_ref = metrics(reference)
+        if list(m_ref["eval/iteration"]) != list(range(ITERATIONS + 1)):
+            fail(f"the uninterrupted run evaluated at {m_ref['eval/iteration']}, expected 0 .. {ITERATIONS}")
+        # A stop (checkpoint, exit 75) and a resume from it.
+        out = os.path.join(work, "eval_stop")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(6)
+        t.signal_every_rank(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        _, at = resumed_from(run_to_end(launcher, 3, out))
+        if at != n:
+            fail(f"resumed at iteration {at}, but the stop's checkpoint is {n}")
+        same_run(reference, out, f"[eval] every iteration, stopped after iteration {n}, resumed")
+        # The newest checkpoint damaged: the run falls back to an earlier one, and the
+        # evaluations the file holds past it are written again, once.
+        out = os.path.join(work, "eval_fallback")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(14)
+        t.signal_every_rank(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        n = stopped_at(t.output())
+        with h5py.File(os.path.join(out, "run.h5"), "r") as f:
+            held = list(f["eval"]["iteration"][()])
+        newest = os.path.join(out, "checkpoints", f"step_{n}", "actor.h5")
+        with open(newest, "r+b") as f:
+            f.seek(os.path.getsize(newest) // 2)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        _, at = resumed_from(run_to_end(launcher, 3, out))
+        if at >= n or max(held) <= at:
+            fail(f"resumed at {at} with evaluations up to {max(held)} in the file: nothing to write again")
+        same_run(reference, out, f"[eval] every iteration, evaluations {at + 1}..{max(held)} written again after "
+                                 f"falling back from step_{n} to step_{at}")
     else:
         fail(f"unknown scenario {scenario}")
 

@@ -213,6 +213,24 @@ struct CheckpointConfig {       // [checkpoint]
   OnDamaged on_damaged = OnDamaged::refuse;
 };
 
+// [eval]: the policy measured on held-out prompts while it trains (rl/evaluator.hpp): greedy
+// pass@1, and with samples > 0 the n-sample pass@1 and pass@k, the mean reward and length, through
+// the run's reward. Off while prompts is "".
+struct EvalConfig {
+  std::string prompts;          // held-out prompts file, in any format rollout.prompts reads
+  std::string prompt_field;     // plain JSONL field with the prompt text ("" = rollout.prompt_field)
+  int every = 0;                // every N iterations (0 = only at the end)
+  bool at_start = false;        // also before the first iteration (the series' point 0)
+  bool at_end = true;           // after the last iteration
+  int count = 0;                // the first N prompts of the file (0 = all)
+  int samples = 0;              // completions per prompt for pass@k (0 = greedy only)
+  std::vector<int> k;           // pass@k for each (1 <= k <= samples); pass@1 is always reported
+  double temperature = 1.0;     // the n-sample part's sampling temperature (> 0)
+  int max_new_tokens = 0;       // 0 = rollout.max_new_tokens (and at most that)
+  double pass_threshold = 1.0;  // a completion passes when its reward is at least this
+  bool enabled() const { return !prompts.empty(); }
+};
+
 struct Config {
   Deck deck;  // the parsed deck, for error messages naming key and line
   RunConfig run;
@@ -227,6 +245,7 @@ struct Config {
   KernelsConfig kernels;
   ProfileConfig profile;
   RewardConfig rewards;  // [reward]: several rewards at once (model.reward above is the reward model)
+  EvalConfig eval;
 };
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.

@@ -16,6 +16,14 @@
 //   /memory/<phase>         float64 [n, world_size]: peak device bytes per phase, iteration
 //                           and rank (0 on CPU runs: not measured).
 //   /memory/plan            float64 [world_size]: each rank's planned peak device bytes.
+//   /eval/<metric>          float64 [m], one value per evaluation ([eval], rl/evaluator.hpp),
+//                           extendible, chunked: greedy_pass@1, greedy_reward, greedy_length,
+//                           prompts, and with eval.samples > 0 sample_pass@1, pass@<k> for each
+//                           eval.k, sample_reward, sample_length, samples.
+//   /eval/iteration         int64 [m]: the iterations done when each was taken (0 = before the
+//                           first), increasing; an evaluation is written with the iteration it
+//                           follows (one at 0 with iteration 1), so rows whose iteration is past
+//                           iterations_complete are to be ignored like the other series'.
 //   /rollouts/<iteration>   a group every output.rollouts_every iterations (name: the iteration
 //                           number, zero-padded to 6 digits), written collectively by the actor
 //                           group, each rank its rows (hyperslab) in actor-rank order:
@@ -54,12 +62,19 @@ struct RolloutRecord {
   std::vector<std::string> prompts, completions;
 };
 
+// One evaluation's numbers (/eval): taken when `iteration` iterations were done.
+struct EvalRecord {
+  std::int64_t iteration = 0;
+  std::map<std::string, double> metrics;
+};
+
 // One iteration's numbers: metrics (same names every iteration), and per phase each rank's
-// time and peak bytes (already gathered: [world_size] per phase).
+// time and peak bytes (already gathered: [world_size] per phase); the evaluations taken in it.
 struct IterationRecord {
   std::int64_t iteration = 0;  // 1-based
   std::map<std::string, double> metrics;
   std::map<std::string, std::vector<double>> timing, memory;
+  std::vector<EvalRecord> evals;
 };
 
 class RunFile {
@@ -76,7 +91,7 @@ class RunFile {
 
   // Collective: forgets the iterations after `iterations` (a run resumed from an earlier
   // checkpoint writes them again): iterations_complete drops first, then the series shrink and
-  // the rollouts of those iterations go. Nothing happens when the file holds no more.
+  // the rollouts and evaluations of those iterations go. Nothing happens when the file holds no more.
   void rewind(std::int64_t iterations);
 
   // The iterations already complete in the file (a resumed run continues after them).

@@ -20,8 +20,9 @@
 
 namespace quartet {
 
-enum Phase { kGenerate, kScore, kAdvantages, kTrain, kPhases };
-constexpr std::array<const char*, kPhases> kPhaseNames = {"generate", "score", "advantages", "train"};
+// eval: the [eval] measurements taken in the iteration (rl/evaluator.hpp), 0 when none.
+enum Phase { kGenerate, kScore, kAdvantages, kTrain, kEval, kPhases };
+constexpr std::array<const char*, kPhases> kPhaseNames = {"generate", "score", "advantages", "train", "eval"};
 
 struct Iteration {
   int index = 0;  // 0-based; the log and the run file count from 1

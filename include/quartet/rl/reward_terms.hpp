@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/torch.h>
+
 #include "quartet/core/config.hpp"
 #include "quartet/rl/iteration.hpp"
 #include "quartet/rl/reward_function.hpp"
@@ -39,6 +41,14 @@ class RewardTerms {
   // term) becomes the total and, with reward.terms, it.reward_terms holds each term's scores.
   // A text reward's missing or non-finite score is a quartet::Error naming the term and row.
   void score(Iteration& it);
+
+  struct Totals {
+    torch::Tensor total;  // [B] float32: the weighted sum (the reward model's scores as they come when it is the only reward)
+    torch::Tensor terms;  // [B, T] float64: each term's scores, with reward.terms; else undefined
+  };
+  // The same for any rows (the evaluation's): `model_scores` the reward model's scores of them
+  // (undefined without a reward model).
+  Totals totals(const std::vector<RewardSample>& samples, const torch::Tensor& model_scores);
 
  private:
   struct Term {

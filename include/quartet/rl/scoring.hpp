@@ -41,6 +41,10 @@ class Scoring {
   virtual void score(Iteration& it, PhaseClock& clock) = 0;
   // Every rank, after the advantages: the critic ranks get the returns (PPO).
   virtual void send_returns(Iteration& it) = 0;
+  // Every rank, outside the iteration's phases (evaluation, rl/evaluator.hpp): the reward
+  // model's scores [rows] of the actor ranks' `rollouts` (which may have 0 rows), returned there;
+  // the reward ranks serve them. Undefined elsewhere, and in a run without a reward model.
+  virtual torch::Tensor reward_scores(const RolloutBatch& rollouts) = 0;
 };
 
 std::unique_ptr<Scoring> make_scoring(Runtime& rt, const RoleModels& models, ModelParking& parking,

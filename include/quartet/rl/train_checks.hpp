@@ -10,8 +10,9 @@ namespace quartet {
 
 void check_train_deck(const Config& config, const Placement& placement);
 
-// A prepared prompts file (rollout.prompts) made for another tokenizer or chat template than the
-// actor's is refused, naming both (io/prompt_identity.hpp). Plain and HDF5 files pass.
+// A prepared prompts file (rollout.prompts, eval.prompts) made for another tokenizer or chat
+// template than the actor's is refused, naming both (io/prompt_identity.hpp). Plain and HDF5
+// files pass.
 void check_prompts_fit_actor(const Config& config);
 
 }  // namespace quartet

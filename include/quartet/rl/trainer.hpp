@@ -7,7 +7,10 @@
 //              is scored on the actor ranks;
 //   advantages KL-shaped rewards, GAE / REINFORCE++ / GRPO / RLOO, whitened over the actor group;
 //              returns go to the critic;
-//   train      actor and critic update at the same time on their own groups.
+//   train      actor and critic update at the same time on their own groups;
+//   eval       when [eval] asks (every eval.every iterations, after the last, before the first),
+//              the actor ranks generate on held-out prompts and the run's reward scores them
+//              (rl/evaluator.hpp); an `eval` line follows the iteration's.
 // Colocated placement runs the same phases on every rank in turn, parking the models a phase
 // does not use in host memory. Rank 0 prints one line per iteration.
 #include "quartet/dist/runtime.hpp"
