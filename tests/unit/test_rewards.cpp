@@ -17,6 +17,7 @@
 #include "quartet/rl/match_answer.hpp"
 #include "quartet/rl/math_answer.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
+#include "quartet/rl/reward_samples.hpp"
 #include "quartet/rl/reward_terms.hpp"
 #include "quartet/rl/rule_rewards.hpp"
 #include "test_main.hpp"
@@ -389,6 +390,7 @@ Iteration iteration_of(const std::vector<std::string>& prompts, const std::vecto
   it.completions = completions;
   it.records = records;
   it.answers.assign(prompts.size(), "");
+  for (size_t r = 0; r < prompts.size(); ++r) it.rows.push_back(static_cast<int64_t>(r));  // the prompt file's rows
   return it;
 }
 
