@@ -28,7 +28,9 @@ std::vector<RewardSample> reward_samples(const RewardRows& it, const std::string
     nlohmann::json record = nlohmann::json::parse(it.records[r]);
     if (!record.is_object()) continue;
     if (record.contains("answer")) s.answer = record["answer"];
+    // The prompt's text is s.prompt already: under the deck's field, or "prompt" in a prepared file.
     record.erase(prompt_field);
+    record.erase("prompt");
     record.erase("answer");
     if (!record.empty()) s.metadata = std::move(record);
   }

@@ -57,8 +57,10 @@ void check_roles(const Config& cfg, const Placement& placement) {
   if (critic && !placement.has(Role::critic))
     deck.fail("placement.critic", "is 0, but algorithm.name = " + std::string(algorithm) +
                                       " needs a critic (or use grpo | rloo | reinforce++)");
-  if (!critic && placement.has(Role::critic) && disjoint)
-    deck.fail("placement.critic", "gives the critic ranks, but " + std::string(algorithm) + " has no critic: set it to 0");
+  if (!critic && placement.has(Role::critic)) {
+    const std::string why = disjoint ? "gives the critic ranks" : "is not 0, so colocated placement puts a critic on every rank";
+    deck.fail("placement.critic", why + ", but " + algorithm + " has no critic: set it to 0");
+  }
   // The text rewards themselves are made, and refused by name, by rl/reward_terms.hpp.
   for (const std::string& kind : user_code_kinds(cfg)) check_reward_call_fits_watchdog(cfg, kind);
   const std::string reward = cfg.rewards.terms.empty() ? "model.reward.kind is " + cfg.reward.kind

@@ -19,7 +19,7 @@ struct RewardRows {
 
 // One sample per row: the prompt text, the completion, the prompt row's "answer" (else its
 // answer column; null when it has none) and its other fields as metadata (the row without
-// `prompt_field` and "answer"; null when nothing is left).
+// `prompt_field`, "prompt" and "answer"; null when nothing is left).
 std::vector<RewardSample> reward_samples(const RewardRows& rows, const std::string& prompt_field);
 
 // The rows of `it` (actor ranks, after the completions are decoded).
