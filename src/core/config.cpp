@@ -230,7 +230,8 @@ void add_eval_keys(po::options_description& d) {
       ("eval.k", po::value<std::string>()->default_value(""), "comma-separated k of pass@k, each 1 .. eval.samples (unbiased estimator of Chen et al. 2021)")
       ("eval.temperature", po::value<double>()->default_value(ev.temperature), "sampling temperature of the n-sample part (> 0; greedy pass@1 is always at 0)")
       ("eval.max_new_tokens", po::value<int>()->default_value(ev.max_new_tokens), "tokens generated at most per completion (0 = rollout.max_new_tokens, which it may not exceed)")
-      ("eval.pass_threshold", po::value<double>()->default_value(ev.pass_threshold), "a completion passes when its reward is at least this (1.0: exactly right under the rule rewards)");
+      ("eval.pass_threshold", po::value<double>()->default_value(ev.pass_threshold), "a completion passes when its reward is at least this (1.0: exactly right under the rule rewards)")
+      ("eval.reward", po::value<std::string>()->default_value(""), "the reward that grades the evaluation: \"\" = the run's own (reward.terms or model.reward.kind); else one text reward kind: rule:<task> | math | match | regex | format | command:<command line> | http://... (e.g. match: exact-match accuracy against the prompts' answers while training against a learnt reward model)");
 }
 
 }  // namespace
@@ -654,7 +655,8 @@ EvalConfig load_eval(const Deck& deck) {
         {"eval.k", !deck.get<std::string>("eval.k").empty()},
         {"eval.temperature", deck.get<double>("eval.temperature") != e.temperature},
         {"eval.max_new_tokens", deck.get<int>("eval.max_new_tokens") != e.max_new_tokens},
-        {"eval.pass_threshold", deck.get<double>("eval.pass_threshold") != e.pass_threshold}};
+        {"eval.pass_threshold", deck.get<double>("eval.pass_threshold") != e.pass_threshold},
+        {"eval.reward", !deck.get<std::string>("eval.reward").empty()}};
     for (const auto& [key, differs] : changed)
       if (differs) deck.fail(key, "is set, but eval.prompts is not: name the held-out prompts file to evaluate on");
     return e;
@@ -668,6 +670,10 @@ EvalConfig load_eval(const Deck& deck) {
     *value = deck.get<int>(std::string("eval.") + key);
     if (*value < 0) deck.fail(std::string("eval.") + key, "must be >= 0");
   }
+  e.reward = deck.get<std::string>("eval.reward");
+  if (e.reward == "model")
+    deck.fail("eval.reward", "is model: the reward model grades the evaluation when it is the run's reward (leave "
+                             "eval.reward out); eval.reward names a text reward instead");
   e.at_start = deck.get<bool>("eval.at_start");
   e.at_end = deck.get<bool>("eval.at_end");
   if (e.every == 0 && !e.at_end && !e.at_start)

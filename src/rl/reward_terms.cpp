@@ -123,6 +123,12 @@ void RewardTerms::start_user_code(const RewardCallConfig& call) {
     if (is_user_code_reward(term.kind)) term.function = make_user_code_reward(term.kind, call);
 }
 
+RewardTerms::RewardTerms(const Config& config, const std::string& kind, const std::string& key)
+    : prompt_field_(config.rollout.prompt_field) {
+  if (kind == "model") config.deck.fail(key, "names the reward model, which is not a text reward");
+  terms_.push_back(make_term(kind, 1.0, config, key));
+}
+
 RewardTerms::RewardTerms(const Config& config) : prompt_field_(config.rollout.prompt_field) {
   const RewardConfig& rc = config.rewards;
   if (rc.terms.empty()) {

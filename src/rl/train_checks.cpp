@@ -38,10 +38,11 @@ void check_reward_call_fits_watchdog(const Config& cfg, const std::string& kind)
                                                     text(watchdog) + ", after which the other ranks end the job");
 }
 
-// The rewards in the user's code: model.reward.kind's, or reward.terms'.
+// The rewards in the user's code: model.reward.kind's, or reward.terms', and eval.reward's.
 std::vector<std::string> user_code_kinds(const Config& cfg) {
-  const std::vector<std::string> kinds = cfg.rewards.terms.empty() ? std::vector<std::string>{cfg.reward.kind}
-                                                                   : cfg.rewards.terms;
+  std::vector<std::string> kinds = cfg.rewards.terms.empty() ? std::vector<std::string>{cfg.reward.kind}
+                                                             : cfg.rewards.terms;
+  kinds.push_back(cfg.eval.reward);
   std::vector<std::string> out;
   for (const std::string& kind : kinds)
     if (is_user_code_reward(kind)) out.push_back(kind);

@@ -122,6 +122,7 @@ class Trainer {
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<RewardTerms> rewards_;  // the text rewards and the terms' weights
+  std::unique_ptr<RewardTerms> eval_reward_;  // eval.reward's, when it is not the run's own
   SamplingParams sampling_;  // the run's: stop ids, pad id, vocabulary limit
   RoleModels models_;
   std::unique_ptr<ModelParking> parking_;
@@ -149,6 +150,7 @@ bool Trainer::refuse_or_plan() {
   return rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
     rewards_ = std::make_unique<RewardTerms>(cfg_);
+    if (!cfg_.eval.reward.empty()) eval_reward_ = std::make_unique<RewardTerms>(cfg_, cfg_.eval.reward, "eval.reward");
     tokenizer_ = run_tokenizer(cfg_);
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     check_prompts_fit_actor(cfg_);
@@ -173,6 +175,7 @@ bool Trainer::refuse_or_plan() {
     // Last, once the deck is known to run: the user's program starts (or the endpoint is
     // reached) on each actor rank, and one that does not answer stops every rank here.
     if (dataset_) rewards_->start_user_code(cfg_.reward.call);
+    if (dataset_ && eval_reward_) eval_reward_->start_user_code(cfg_.reward.call);
   });
 }
 
@@ -428,13 +431,15 @@ EvalMetrics Trainer::evaluate(int done) {
 
 // The run's reward of evaluation rows, as score() gives training's: the rule on the actor
 // ranks, or the reward model on its ranks (every rank calls this; the reward ranks serve).
-// The evaluation's rows scored as training's are: the reward model on its ranks (every rank
-// takes part), then the run's reward terms on the actor ranks.
+// The evaluation's rows scored as training's are (the reward model on its ranks, every rank
+// taking part, then the run's reward terms on the actor ranks), or by eval.reward alone.
 std::vector<double> Trainer::eval_rewards(const EvalRows& rows) {
-  const torch::Tensor model_scores = uses_reward_model(cfg_) ? scoring_->reward_scores(rows.batch) : torch::Tensor();
+  const bool by_reward_model = !eval_reward_ && uses_reward_model(cfg_);
+  const torch::Tensor model_scores = by_reward_model ? scoring_->reward_scores(rows.batch) : torch::Tensor();
   if (!model(Role::actor)) return {};
   const RewardRows view{rows.prompts, rows.completions, rows.answers, rows.records, rows.indices};
-  const torch::Tensor total = rewards_->totals(reward_samples(view, cfg_.eval.prompt_field), model_scores).total;
+  RewardTerms& grader = eval_reward_ ? *eval_reward_ : *rewards_;
+  const torch::Tensor total = grader.totals(reward_samples(view, cfg_.eval.prompt_field), model_scores).total;
   if (!total.defined()) return {};
   const auto scores = total.to(torch::kCPU).to(torch::kDouble).contiguous();
   return {scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel()};

@@ -10,7 +10,9 @@
 
     check_eval.py WORKDIR SCENARIO -- MPIRUN... -np QUARTET
 SCENARIO: demo (inputs/demo.deck, rule reward, 3 ranks) | reward_model (a reward model on its
-          own rank behind 4 actor ranks, one of which has no eval prompt; and colocated on 2)
+          own rank behind 4 actor ranks, one of which has no eval prompt; and colocated on 2) |
+          eval_reward (a colocated reward model trains; eval.reward = match and rule:sort_digits
+          grade the evaluation instead, and training is bitwise the same)
 Run from the repository root.
 """
 import os
@@ -65,14 +67,14 @@ def checkpoint(out, iterations):
     return state
 
 
-def same_training(off, on, iterations, what):
+def same_training(off, on, iterations, what, off_evaluates=False):
     n_off, m_off, t_off, e_off = read(off)
     n_on, m_on, _, _ = read(on)
     if n_off != iterations or n_on != iterations:
         fail(f"{what}: run files hold {n_off} and {n_on} iterations, expected {iterations}")
-    if e_off:
+    if e_off and not off_evaluates:
         fail(f"{what}: the run without [eval] has an /eval group")
-    if np.any(t_off != 0):
+    if np.any(t_off != 0) and not off_evaluates:
         fail(f"{what}: the run without [eval] spent time in the eval phase: {t_off.max(axis=1)}")
     names = sorted(k for k in m_off if UNTIMED(k))
     if names != sorted(k for k in m_on if UNTIMED(k)):
@@ -85,7 +87,7 @@ def same_training(off, on, iterations, what):
     if sorted(s_off) != sorted(s_on) or any(s_off[k] != s_on[k] for k in s_off):
         fail(f"{what}: the final checkpoint's tensors differ with eval on")
     print(f"check_eval: {what}: {len(names)} untimed metrics over {iterations} iterations and {len(s_off)} checkpoint "
-          "tensors are bitwise equal with eval on and off")
+          "tensors are bitwise equal")
 
 
 def check_series(out, log, iterations, points, prompts, samples, ks, what):
@@ -187,6 +189,33 @@ def scenario_reward_model(work, launcher, quartet):
     check_series(on, log, 3, [1, 2, 3], 5, 0, [], "colocated reward model")
 
 
+def scenario_eval_reward(work, launcher, quartet):
+    deck = "tests/decks/train_colocated.deck"
+    ev = [f"eval.prompts={HELD_OUT}", "eval.count=8", "eval.every=1", "eval.samples=2", "eval.k=2"]
+    runs = {}
+    for name, extra in (("model", []), ("match", ["eval.reward=match"]), ("rule", ["eval.reward=rule:sort_digits"])):
+        out = os.path.join(work, name)
+        log = train(launcher, quartet, 2, deck, out, ev + extra)
+        runs[name] = check_series(out, log, 3, [1, 2, 3], 8, 2, [2], f"eval by {name}")
+        if name != "model":
+            same_training(os.path.join(work, "model"), out, 3, f"eval.reward = {name} against the run's own",
+                          off_evaluates=True)
+    match, rule, model = runs["match"], runs["rule"], runs["model"]
+    # match and the rule both give 1 exactly to the sorted digits: the same completions pass.
+    for key in ("greedy_pass@1", "pass@1", "pass@2"):
+        if not np.array_equal(match[key], rule[key]):
+            fail(f"eval_reward: {key} under match {match[key]} and under rule:sort_digits {rule[key]} differ")
+    # match scores 0 or 1, so its mean is the pass rate; the rule's partial credit is at least it.
+    if not np.array_equal(match["greedy_reward"], match["greedy_pass@1"]):
+        fail(f"eval_reward: match's greedy reward {match['greedy_reward']} is not its pass rate {match['greedy_pass@1']}")
+    if np.any(rule["greedy_reward"] < match["greedy_reward"]):
+        fail(f"eval_reward: the rule's partial credit {rule['greedy_reward']} is below match's {match['greedy_reward']}")
+    if np.array_equal(model["greedy_reward"], match["greedy_reward"]):
+        fail(f"eval_reward: the reward model's eval reward equals match's ({model['greedy_reward']}): eval.reward did nothing")
+    print(f"check_eval: eval_reward: greedy reward: reward model {np.round(model['greedy_reward'], 3).tolist()}, "
+          f"match {match['greedy_reward'].tolist()}, rule {np.round(rule['greedy_reward'], 3).tolist()}")
+
+
 def main():
     args = sys.argv[1:]
     split = args.index("--")
@@ -195,7 +224,8 @@ def main():
     launcher, quartet = command[:-1], command[-1]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    {"demo": scenario_demo, "reward_model": scenario_reward_model}[scenario](work, launcher, quartet)
+    scenarios = {"demo": scenario_demo, "reward_model": scenario_reward_model, "eval_reward": scenario_eval_reward}
+    scenarios[scenario](work, launcher, quartet)
 
 
 if __name__ == "__main__":

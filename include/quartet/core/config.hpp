@@ -228,6 +228,10 @@ struct EvalConfig {
   double temperature = 1.0;     // the n-sample part's sampling temperature (> 0)
   int max_new_tokens = 0;       // 0 = rollout.max_new_tokens (and at most that)
   double pass_threshold = 1.0;  // a completion passes when its reward is at least this
+  // The reward that grades the evaluation: "" = the run's own (reward.terms or model.reward.kind);
+  // else one text reward kind (rl/reward_terms.hpp), e.g. match for exact-match accuracy while
+  // the policy trains against a learnt reward model.
+  std::string reward;
   bool enabled() const { return !prompts.empty(); }
 };
 

@@ -29,6 +29,8 @@ class RewardTerms {
   // Builds every built-in text reward and checks the user-code kinds' spelling (on each rank,
   // before any model: a bad term stops the run there).
   explicit RewardTerms(const Config& config);
+  // One text reward of `kind` alone (eval.reward), named in errors by `key`.
+  RewardTerms(const Config& config, const std::string& kind, const std::string& key);
 
   // Actor ranks, once the deck is known to run: starts each command: term's program and reaches
   // each http: term's endpoint (a quartet::Error naming it when it does not answer).
