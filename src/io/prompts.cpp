@@ -9,6 +9,11 @@ namespace quartet {
 
 namespace {
 
+constexpr const char* kPromptsKey = "quartet_prompts";
+
+// What the rows of a prepared file with header key `key` are, for messages.
+std::string rows_of(const char* key) { return std::string(key) == kPromptsKey ? "prompts" : "pairs"; }
+
 bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 nlohmann::json parse_line(const std::string& line, const std::string& where) {
@@ -19,7 +24,7 @@ nlohmann::json parse_line(const std::string& line, const std::string& where) {
   }
 }
 
-bool is_header(const nlohmann::json& j) { return j.is_object() && j.contains("quartet_prompts"); }
+bool is_header(const nlohmann::json& j, const char* key = kPromptsKey) { return j.is_object() && j.contains(key); }
 
 bool is_sha256(const nlohmann::json& v) {
   if (!v.is_string()) return false;
@@ -27,16 +32,16 @@ bool is_sha256(const nlohmann::json& v) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-// The header's fields, each checked by name (docs/data.md: the prepared prompts file).
-PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where) {
-  const std::string bad = where + ": a malformed prepared-prompts header: ";
+// The header's fields, each checked by name (docs/data.md: the prepared prompts and pairs files).
+PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where, const char* key) {
+  const std::string bad = where + ": a malformed prepared-" + rows_of(key) + " header: ";
   PromptFileHeader h;
   h.where = where;
-  const nlohmann::json& version = j["quartet_prompts"];
-  QUARTET_CHECK(version.is_number_integer(), bad + "\"quartet_prompts\" is " + std::string(version.type_name()) +
+  const nlohmann::json& version = j[key];
+  QUARTET_CHECK(version.is_number_integer(), bad + "\"" + key + "\" is " + std::string(version.type_name()) +
                                                  ", not the format version (1)");
   h.version = version.get<int>();
-  QUARTET_CHECK(h.version == 1, bad + "\"quartet_prompts\" is version " + std::to_string(h.version) +
+  QUARTET_CHECK(h.version == 1, bad + "\"" + key + "\" is version " + std::to_string(h.version) +
                                     "; this quartet reads version 1 (prepare the file again)");
   QUARTET_CHECK(j.contains("tokenizer") && j["tokenizer"].is_object(), bad + "no \"tokenizer\" object");
   const nlohmann::json& tok = j["tokenizer"];
@@ -76,15 +81,19 @@ void for_each_json_line(const std::string& path,
 }
 
 std::optional<PromptFileHeader> read_prompt_header(const std::string& path) {
+  return read_prepared_header(path, kPromptsKey);
+}
+
+std::optional<PromptFileHeader> read_prepared_header(const std::string& path, const char* key) {
   std::ifstream in(path);
-  QUARTET_CHECK(in.good(), "cannot read prompts file '" + path + "'");
+  QUARTET_CHECK(in.good(), "cannot read " + rows_of(key) + " file '" + path + "'");
   std::string line;
   for (std::int64_t n = 1; std::getline(in, line); ++n) {
     if (blank(line)) continue;
     const std::string where = path + ":" + std::to_string(n);
     const nlohmann::json j = parse_line(line, where);
-    if (!is_header(j)) return std::nullopt;
-    return parse_header(j, where);
+    if (!is_header(j, key)) return std::nullopt;
+    return parse_header(j, where, key);
   }
   return std::nullopt;
 }

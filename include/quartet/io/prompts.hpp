@@ -40,6 +40,10 @@ struct Prompt {
 // docs/data.md describes (a missing or mistyped field, an unknown version) is a quartet::Error
 // naming the file, the line and the field.
 std::optional<PromptFileHeader> read_prompt_header(const std::string& path);
+// The same for any prepared file whose header is marked by `key` ("quartet_prompts", or
+// "quartet_pairs": io/pairs.hpp): its header when the first non-blank line is an object with
+// that key, else nullopt.
+std::optional<PromptFileHeader> read_prepared_header(const std::string& path, const char* key);
 
 // A prepared row checked: an object with a string "prompt", "prompt_ids" a non-empty list of
 // integers >= 0, and "answer" a string when present (null counts as absent). Returns the ids;
