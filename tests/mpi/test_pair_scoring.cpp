@@ -23,6 +23,7 @@
 #include "quartet/model/safetensors.hpp"
 #include "quartet/rl/pair_losses.hpp"
 #include "quartet/rl/pair_scoring.hpp"
+#include "quartet/rl/role_models.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "test_main.hpp"
@@ -182,7 +183,8 @@ TEST_F(PairScoring, SequenceLogprobsMatchHF) {
             std::string::npos);
 }
 
-// A reward model started from a causal LM: its base weights are the checkpoint's, its score head
+// A reward model started from a causal LM (the source `quartet rm` gives a trained reward
+// role, rl/role_models.hpp): its base weights are the checkpoint's, its score head
 // the fresh source's (the checkpoint has none). Trained on the pairs by the Bradley–Terry loss:
 // the score head's gradient is sum_i dl/dr_i h_i over both sides (h_i the final hidden state at
 // row i's last real token, dl/dr_c = -σ(-d)/N, dl/dr_r = σ(-d)/N, d = r_c - r_r - m), and a few
@@ -195,8 +197,15 @@ TEST_F(PairScoring, RewardModelTrainsFromACausalLM) {
   ShardOptions so;
   so.checkpointing = true;
   const ParamSource fresh = source_random(cfg, 5, torch::kCPU);
+  // A reward model being trained starts its score head fresh, as a critic does its value head; a
+  // frozen one must bring its own.
+  EXPECT_EQ(head_source_of(Role::reward, /*trained=*/true), HeadSource::fresh_if_missing);
+  EXPECT_EQ(head_source_of(Role::reward, /*trained=*/false), HeadSource::checkpoint);
+  EXPECT_EQ(head_source_of(Role::critic, /*trained=*/true), HeadSource::fresh_if_missing);
+  EXPECT_EQ(head_source_of(Role::actor, /*trained=*/true), HeadSource::checkpoint);
   ShardedModel rm(cfg, Head::sequence_reward, *group_, so,
-                  source_from_checkpoint(ckpt, cfg, Head::sequence_reward, HeadSource::fresh_if_missing, fresh, &map));
+                  source_from_checkpoint(ckpt, cfg, Head::sequence_reward, head_source_of(Role::reward, true), fresh,
+                                         &map));
   EXPECT_EQ(map.fresh, std::vector<std::string>{"score.weight"});
   EXPECT_NE(map.note().find("score.weight"), std::string::npos) << map.note();
   for (const auto& [name, t] : rm.full_state()) {
