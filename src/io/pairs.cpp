@@ -1,6 +1,7 @@
 #include "quartet/io/pairs.hpp"
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "quartet/core/check.hpp"
@@ -49,11 +50,25 @@ void check_object(const nlohmann::json& j, const std::string& where) {
 }  // namespace
 
 std::optional<PromptFileHeader> read_pair_header(const std::string& path) {
-  QUARTET_CHECK(is_regular_file(path), "cannot read pairs file '" + path + "'");
-  if (auto prompts = read_prompt_header(path))
-    fail(__FILE__, __LINE__, prompts->where + ": a prepared prompts file (header \"quartet_prompts\"), not "
-                             "preference pairs (prepare pairs with inputs/prepare/prepare_pairs.py)");
-  return read_prepared_header(path, kPairsHeaderKey);
+  std::ifstream in(path);
+  QUARTET_CHECK(is_regular_file(path) && in.good(), "cannot read pairs file '" + path + "'");
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are skipped
+    const std::string where = path + ":" + std::to_string(n);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail(__FILE__, __LINE__, where + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) return std::nullopt;  // the rows' check names it
+    QUARTET_CHECK(!j.contains("quartet_prompts"), where + ": a prepared prompts file (header \"quartet_prompts\"), "
+                                                  "not preference pairs (prepare pairs with inputs/prepare/prepare_pairs.py)");
+    if (!j.contains(kPairsHeaderKey)) return std::nullopt;
+    return parse_prepared_header(j, where, kPairsHeaderKey, "prepared-pairs");
+  }
+  return std::nullopt;
 }
 
 PairRecord prepared_pair_row(const nlohmann::json& j, const std::string& where) {

@@ -9,11 +9,6 @@ namespace quartet {
 
 namespace {
 
-constexpr const char* kPromptsKey = "quartet_prompts";
-
-// What the rows of a prepared file with header key `key` are, for messages.
-std::string rows_of(const char* key) { return std::string(key) == kPromptsKey ? "prompts" : "pairs"; }
-
 bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 nlohmann::json parse_line(const std::string& line, const std::string& where) {
@@ -24,7 +19,7 @@ nlohmann::json parse_line(const std::string& line, const std::string& where) {
   }
 }
 
-bool is_header(const nlohmann::json& j, const char* key = kPromptsKey) { return j.is_object() && j.contains(key); }
+bool is_header(const nlohmann::json& j) { return j.is_object() && j.contains("quartet_prompts"); }
 
 bool is_sha256(const nlohmann::json& v) {
   if (!v.is_string()) return false;
@@ -32,9 +27,12 @@ bool is_sha256(const nlohmann::json& v) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-// The header's fields, each checked by name (docs/data.md: the prepared prompts and pairs files).
-PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where, const char* key) {
-  const std::string bad = where + ": a malformed prepared-" + rows_of(key) + " header: ";
+}  // namespace
+
+// The header's fields, each checked by name (docs/data.md: the prepared prompts file).
+PromptFileHeader parse_prepared_header(const nlohmann::json& j, const std::string& where, const std::string& key,
+                                       const std::string& kind) {
+  const std::string bad = where + ": a malformed " + kind + " header: ";
   PromptFileHeader h;
   h.where = where;
   const nlohmann::json& version = j[key];
@@ -65,6 +63,12 @@ PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where,
   return h;
 }
 
+namespace {
+
+PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where) {
+  return parse_prepared_header(j, where, "quartet_prompts", "prepared-prompts");
+}
+
 }  // namespace
 
 void for_each_json_line(const std::string& path,
@@ -81,19 +85,15 @@ void for_each_json_line(const std::string& path,
 }
 
 std::optional<PromptFileHeader> read_prompt_header(const std::string& path) {
-  return read_prepared_header(path, kPromptsKey);
-}
-
-std::optional<PromptFileHeader> read_prepared_header(const std::string& path, const char* key) {
   std::ifstream in(path);
-  QUARTET_CHECK(in.good(), "cannot read " + rows_of(key) + " file '" + path + "'");
+  QUARTET_CHECK(in.good(), "cannot read prompts file '" + path + "'");
   std::string line;
   for (std::int64_t n = 1; std::getline(in, line); ++n) {
     if (blank(line)) continue;
     const std::string where = path + ":" + std::to_string(n);
     const nlohmann::json j = parse_line(line, where);
-    if (!is_header(j, key)) return std::nullopt;
-    return parse_header(j, where, key);
+    if (!is_header(j)) return std::nullopt;
+    return parse_header(j, where);
   }
   return std::nullopt;
 }

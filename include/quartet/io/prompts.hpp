@@ -36,14 +36,16 @@ struct Prompt {
   std::vector<int64_t> ids;  // a prepared row's prompt_ids; empty in a plain file
 };
 
+// A prepared file's header (its version under `key`: "quartet_prompts", or another prepared
+// kind's, e.g. "quartet_sft"), its fields checked as for prompts; errors begin with `where` and
+// call it "a malformed <kind> header".
+PromptFileHeader parse_prepared_header(const nlohmann::json& header, const std::string& where, const std::string& key,
+                                       const std::string& kind);
+
 // The header of a prepared file, or nullopt for a plain one. A header that is not what
 // docs/data.md describes (a missing or mistyped field, an unknown version) is a quartet::Error
 // naming the file, the line and the field.
 std::optional<PromptFileHeader> read_prompt_header(const std::string& path);
-// The same for any prepared file whose header is marked by `key` ("quartet_prompts", or
-// "quartet_pairs": io/pairs.hpp): its header when the first non-blank line is an object with
-// that key, else nullopt.
-std::optional<PromptFileHeader> read_prepared_header(const std::string& path, const char* key);
 
 // A prepared row checked: an object with a string "prompt", "prompt_ids" a non-empty list of
 // integers >= 0, and "answer" a string when present (null counts as absent). Returns the ids;
