@@ -211,7 +211,7 @@ def probe(args, path, model, max_tokens=256):
     return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else p.stderr)
 
 
-def check_quartet_reads(args, work, module, model_dir, chatml, other, vocab, prepared, jsonl):
+def check_quartet_reads(args, work, model_dir, chatml, other, vocab, prepared):
     _, rows = read_file(prepared)
     rc, got = probe(args, prepared, model_dir)
     check(rc == 0 and got["prepared"], f"quartet reads the prepared file: {got}")
@@ -288,7 +288,7 @@ def main():
     check_chat(model_dir, header, rows, expected)
     check_raw(module, work, model_dir, jsonl)
     check_refusals(module, work, model_dir)
-    check_quartet_reads(args, work, module, model_dir, chatml, other, vocab, prepared, jsonl)
+    check_quartet_reads(args, work, model_dir, chatml, other, vocab, prepared)
     check_builtin(args, work, module)
     print(f"check_prepared_pairs: {passed} checks passed")
 
