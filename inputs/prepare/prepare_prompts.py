@@ -367,6 +367,7 @@ class Preparer:
             out["messages"] = jsonable(messages)
         out["metadata"] = metadata
         out["origin"] = where
+        self.templated += messages is not None
         return out
 
 
@@ -393,11 +394,12 @@ def header(args, model, prep, sources, written, skipped):
     }
 
 
-def prepare(args):
-    model = Model(args.model)
-    prep = Preparer(args, model)
-    files = input_files(args.data, args.format)
-    out_dir = os.path.dirname(os.path.abspath(args.out))
+def write_prepared(out_path, files, prepare_row, make_header, on_error, program):
+    """Every row of `files` through prepare_row(row, where) -> dict, written to out_path after
+    the header make_header(sources, written, skipped) (a dict), all at once when every file is
+    read: a failed preparation writes nothing. A RowError is fatal (on_error "fail") or counted
+    (skip). Returns (written, skipped)."""
+    out_dir = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(out_dir, exist_ok=True)
     sources, written, skipped = [], 0, 0
     with tempfile.TemporaryFile("w+", encoding="utf-8", dir=out_dir) as rows:
@@ -408,35 +410,48 @@ def prepare(args):
                 try:
                     if isinstance(row, RowError):
                         raise row
-                    prepared = prep.row(row, where)
+                    prepared = prepare_row(row, where)
                     rows.write(json.dumps(prepared, ensure_ascii=False, allow_nan=False) + "\n")
-                    prep.templated += "messages" in prepared
                     ok += 1
                 except RowError as e:
-                    if args.on_error == "fail":
+                    if on_error == "fail":
                         raise Fatal(f"{where}: {e} (--on-error skip leaves such rows out)") from None
                     if skipped < SHOWN_SKIPS:
-                        print(f"prepare_prompts: skipped {where}: {e}", file=sys.stderr)
+                        print(f"{program}: skipped {where}: {e}", file=sys.stderr)
                     skipped += 1
             sources.append({"path": os.path.abspath(path), "format": kind, "rows": read, "prepared": ok})
             written += ok
         if written == 0:
             raise Fatal(f"no row could be prepared ({skipped} skipped)")
-        tmp = args.out + ".tmp"
+        tmp = out_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as out:
-            out.write(json.dumps(header(args, model, prep, sources, written, skipped), ensure_ascii=False) + "\n")
+            out.write(json.dumps(make_header(sources, written, skipped), ensure_ascii=False) + "\n")
             rows.seek(0)
             for line in rows:
                 out.write(line)
-        os.replace(tmp, args.out)
+        os.replace(tmp, out_path)
     if skipped > SHOWN_SKIPS:
-        print(f"prepare_prompts: ... and {skipped - SHOWN_SKIPS} more", file=sys.stderr)
+        print(f"{program}: ... and {skipped - SHOWN_SKIPS} more", file=sys.stderr)
     if skipped:
-        print(f"prepare_prompts: skipped {skipped} of {written + skipped} rows (--on-error skip)")
+        print(f"{program}: skipped {skipped} of {written + skipped} rows (--on-error skip)")
+    return written, skipped
+
+
+def note_transformers_differ(model, program):
     if model.transformers_differ:
-        print(f"prepare_prompts: note: for {model.transformers_differ} row(s), transformers' tokenizer "
+        print(f"{program}: note: for {model.transformers_differ} row(s), transformers' tokenizer "
               f"({type(model.tok).__name__}) gives other ids than {model.tokenizer_json} run by `tokenizers`; "
               "the file holds the latter, which quartet computes from text too (docs/data.md)")
+
+
+def prepare(args):
+    model = Model(args.model)
+    prep = Preparer(args, model)
+    files = input_files(args.data, args.format)
+    written, _ = write_prepared(args.out, files, prep.row,
+                                lambda sources, written, skipped: header(args, model, prep, sources, written, skipped),
+                                args.on_error, "prepare_prompts")
+    note_transformers_differ(model, "prepare_prompts")
     print(f"prepare_prompts: {written} prompts ({prep.templated} rendered through the chat template) "
           f"from {len(files)} file(s) -> {args.out}")
 

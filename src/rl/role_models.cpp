@@ -24,13 +24,12 @@ std::uint64_t weight_seed(const Config& config, Role role) {
   return base;
 }
 
-// Only a critic may start its value head fresh (from a causal LM: the value head is new); the
-// frozen reward model must bring its own, and the actor and reference theirs.
-HeadSource head_source_of(Role role) {
-  return role == Role::critic ? HeadSource::fresh_if_missing : HeadSource::checkpoint;
-}
-
 }  // namespace
+
+HeadSource head_source_of(Role role, bool trained) {
+  if (role == Role::critic || (role == Role::reward && trained)) return HeadSource::fresh_if_missing;
+  return HeadSource::checkpoint;
+}
 
 RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device,
                              const std::string& resume_dir) {
@@ -61,7 +60,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     } else {
       // Every role loads by the same rules as generate (model/weight_map.hpp).
       auto ckpt = std::make_shared<SafetensorsCheckpoint>(rm->spec.dir);
-      const HeadSource heads = head_source_of(role);
+      const HeadSource heads = head_source_of(role, rm->spec.trained);
       WeightMap map;
       source = source_from_checkpoint(ckpt, rm->spec.config, rm->spec.head, heads,
                                       heads == HeadSource::fresh_if_missing
@@ -138,7 +137,7 @@ void check_models_fit_run(const Config& config, const Placement& placement, cons
       // The weights by the rules the build will apply, headers only: refused here, on every
       // rank alike, rather than by one group while the others wait.
       try {
-        map_weights(SafetensorsCheckpoint(spec.dir), spec.config, spec.head, head_source_of(role));
+        map_weights(SafetensorsCheckpoint(spec.dir), spec.config, spec.head, head_source_of(role, spec.trained));
       } catch (const Error& e) {
         config.deck.fail(key, "is '" + spec.dir + "': " + e.what());
       }

@@ -11,6 +11,8 @@ CASE is one of
   qwen3     actor and critic: q/k norms, an explicit head_dim, a sliding layer, q/k/v/o biases
   mistral   actor with a sliding window shorter than the test batch
   llama3    actor with Llama 3.1's rope scaling
+  reward    a reward model (sequence_reward head) trained one Bradley–Terry step: HF's scores, and
+            `quartet train` with the export as model.reward.path
   refusals  damaged (a flipped byte, a truncated file), incomplete, a role the checkpoint lacks,
             a non-empty --out, bad --dtype / --shard-size, no --out
   inspect   a step, a run directory, a damaged copy
@@ -124,7 +126,8 @@ def check_weights(d, reference_path, dtype=None):
 
 def hf_model(d, head):
     import transformers as tf
-    cls = tf.AutoModelForCausalLM if head == "causal_lm" else tf.AutoModelForTokenClassification
+    cls = {"causal_lm": tf.AutoModelForCausalLM, "token_value": tf.AutoModelForTokenClassification,
+           "sequence_reward": tf.AutoModelForSequenceClassification}[head]
     model, info = cls.from_pretrained(d, dtype=torch.float32, output_loading_info=True)
     problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     check(not problems, f"{os.path.basename(d)}: transformers loads it as {type(model).__name__} with every tensor "
@@ -136,11 +139,12 @@ def hf_output(model, ids, mask, head):
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-    return out if head == "causal_lm" else out[..., 0]
+    return out if head == "causal_lm" else out[..., 0]  # values [B, T], or scores [B]
 
 
 def relative_error(a, b, mask):
-    real = mask.bool()
+    """At the real positions of [B, T] outputs; over every row of [B] scores."""
+    real = mask.bool() if a.dim() > 1 else torch.ones_like(a, dtype=torch.bool)
     return ((a[real] - b[real]).abs().max() / b[real].abs().max()).item()
 
 
@@ -154,8 +158,8 @@ def check_against_memory(env, d, run_name, role, model, head):
     """HF on the export against the model that was in memory when the checkpoint was written."""
     ids, mask, want = read_h5(env.reference(run_name, f"{role}_outputs.h5"), "input_ids", "attention_mask", "output")
     err = relative_error(hf_output(model, ids, mask, head).float(), want.float(), mask)
-    check(err <= TOL, f"{os.path.basename(d)}: HF's {'logits' if head == 'causal_lm' else 'values'} equal the "
-          f"in-memory model's (max relative error {err:.2e})")
+    what = {"causal_lm": "logits", "token_value": "values", "sequence_reward": "scores"}[head]
+    check(err <= TOL, f"{os.path.basename(d)}: HF's {what} equal the in-memory model's (max relative error {err:.2e})")
 
 
 PROMPTS = ["Sort 3 1 2 ->", "hello world", "x"]
@@ -528,9 +532,55 @@ def case_train(env):
                                   "HF's values")
 
 
+def case_reward(env):
+    """A reward model trained by quartet (make_checkpoints.cpp's reward run: a Llama
+    sequence_reward model, one Bradley–Terry step, role "reward"): exported, transformers loads it
+    as LlamaForSequenceClassification with every tensor in place and gives the in-memory model's
+    scores, and so does quartet's own loader; `quartet train` then takes the export as
+    model.reward.path, and the scores in its run file are transformers' on the same sequences."""
+    import h5py
+    builtin = builtin_texts(env)
+    d, _ = env.export(env.run_dir("reward"), "reward", "--role", "reward")
+    check_weights(d, env.reference("reward", "reward_state.safetensors"))
+    cfg = config_of(d)
+    check(cfg["architectures"] == ["LlamaForSequenceClassification"] and cfg["num_labels"] == 1 and
+          cfg["pad_token_id"] == 0, f"the reward model's config.json: LlamaForSequenceClassification, num_labels 1, "
+          f"a pad id for transformers to find each row's last token ({cfg['architectures']}, {cfg.get('pad_token_id')})")
+    model = hf_model(d, "sequence_reward")
+    check_against_memory(env, d, "reward", "reward", model, "sequence_reward")
+    ids, mask, want = read_h5(env.reference("reward", "reward_outputs.h5"), "input_ids", "attention_mask", "output")
+    check_quartet_forward(env, d, "sequence_reward", ids, mask, want, "the in-memory reward model's scores")
+    check_tokenizer(env, d, [e["text"] for e in builtin], builtin)
+
+    run_dir = os.path.join(env.out, "train")
+    cmd = env.mpirun + [env.quartet, "train", "tests/decks/train_colocated.deck", "--set", f"model.reward.path={d}",
+                        "--set", "run.iterations=2", "--set", "output.rollouts_every=1", "--set", f"run.out={run_dir}"]
+    rc, out, err = run(cmd, cwd=env.source)
+    if not check(rc == 0 and "train: done" in out, f"quartet train takes the export as model.reward.path (exit {rc})"):
+        sys.stdout.write(out + err)
+        return
+    compared = left_out = 0
+    worst = 0.0
+    with h5py.File(os.path.join(run_dir, "run.h5"), "r") as f:
+        for it in f["rollouts"]:
+            g = f["rollouts"][it]
+            seqs, masks, scores = (torch.from_numpy(g[k][()]) for k in ("sequences", "attention_mask", "scores"))
+            for s, m, score in zip(seqs, masks, scores):
+                real = s[m.bool()].unsqueeze(0)
+                if real[0, -1] == cfg["pad_token_id"]:  # transformers would look for an earlier last token
+                    left_out += 1
+                    continue
+                with torch.no_grad():
+                    hf = model(input_ids=real, attention_mask=torch.ones_like(real)).logits[0, 0]
+                worst = max(worst, abs(float(hf) - float(score)) / max(abs(float(hf)), 1e-3))
+                compared += 1
+    check(compared >= 6 and worst <= TOL, f"the run file's scores are transformers' on the rollouts "
+          f"({compared} rows, {left_out} ending in <pad> left out; max relative error {worst:.2e})")
+
+
 CASES = {"llama": case_llama, "train": case_train, "gpt2": case_gpt2, "neox": case_neox, "gptj": case_gptj,
          "qwen3": case_qwen3, "mistral": case_mistral, "llama3": case_llama3,
-         "refusals": case_refusals, "inspect": case_inspect}
+         "refusals": case_refusals, "inspect": case_inspect, "reward": case_reward}
 
 
 def main():

@@ -6,7 +6,7 @@
 // run it writes what the tests compare the exports against, taken from the models in memory:
 //   <run>/reference/<role>_state.safetensors   full_state(): every weight, compute dtype
 //   <run>/reference/<role>_outputs.h5          input_ids, attention_mask and the model's output
-//                                              (logits or values) on them, float32 models only
+//                                              (logits, values or scores) on them, float32 models only
 //   <work>/builtin_tokens.json                 the built-in tokenizer's ids for test strings
 //
 //   mpirun -np 2 io_make_checkpoints WORK TOKENIZER_DIR
@@ -21,11 +21,15 @@
 //   mistral Mistral actor, float32, a window of 4 on every layer (the test batches are 9 long)
 //   llama3  Llama actor, float32, Llama 3.1's rope scaling (original_max_position_embeddings 16
 //           of max_position_embeddings 64)
+//   reward  a Llama reward model alone (sequence_reward head, role "reward"), float32, built-in
+//           tokenizer, one AdamW step on the Bradley–Terry loss (rl/pair_losses.hpp); its
+//           reference output is the scores
 //
 //   io_make_checkpoints forward MODEL_DIR HEAD IN.h5 OUT.h5
 // loads a Hugging Face directory with quartet (float32, CPU) and writes its output on IN.h5's
 // input_ids / attention_mask to OUT.h5 ("output"): quartet's side of a comparison where
-// Hugging Face has no class for the head (the GPT-J critic).
+// Hugging Face has no class for the head (the GPT-J critic), or of its own loader's (a reward
+// model's export).
 //
 //   io_make_checkpoints recommit STEP_DIR
 // rewrites STEP_DIR's manifest over the files it holds now (tests/rl/check_checkpoint_identity.py:
@@ -46,6 +50,7 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer.hpp"
 #include "quartet/model/transformer.hpp"
+#include "quartet/rl/pair_losses.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
 
@@ -60,6 +65,7 @@ struct RunSpec {
   bool critic;
   bool hf_tokenizer;  // TOKENIZER_DIR's tokenizer; else the built-in one
   const char* algorithm;
+  bool reward_only = false;  // a trained reward model, no actor
 };
 
 const char* dtype_name(torch::ScalarType t) {
@@ -142,7 +148,10 @@ void train_step(Trained& t, uint64_t seed) {
   t.model->zero_grad();
   auto out = t.model->forward(ids, mask).to(torch::kFloat);
   torch::Tensor loss;
-  if (t.spec.head == Head::causal_lm) {
+  if (t.spec.head == Head::sequence_reward) {
+    // Rows 0 and 1 preferred to rows 2 and 3, as `quartet rm` trains.
+    loss = bradley_terry_loss(out.narrow(0, 0, 2), out.narrow(0, 2, 2)).loss;
+  } else if (t.spec.head == Head::causal_lm) {
     auto logits = out.narrow(1, 0, out.size(1) - 1);
     loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                                 ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
@@ -195,8 +204,10 @@ void write_checkpoint(const std::string& out, int64_t iteration, const RunSpec& 
   info["run_name"] = s.name;
   info["iteration"] = iteration;
   info["world_size"] = world_size;
-  info["placement"] = std::string("colocated: actor ranks 0-") + std::to_string(world_size - 1) +
-                      (s.critic ? " | critic ranks 0-" + std::to_string(world_size - 1) : "");
+  std::string placement = "colocated:";
+  for (size_t i = 0; i < models.size(); ++i)
+    placement += std::string(i ? " |" : "") + " " + models[i].first + " ranks 0-" + std::to_string(world_size - 1);
+  info["placement"] = placement;
   info["algorithm"] = s.algorithm;
   info["git_commit"] = quartet::git_commit();
   info["version"] = QUARTET_VERSION;
@@ -241,6 +252,7 @@ void make_run(const std::string& work, const RunSpec& s, const std::string& toke
 
   std::vector<std::pair<const char*, Head>> roles = {{"actor", Head::causal_lm}};
   if (s.critic) roles.push_back({"critic", Head::token_value});
+  if (s.reward_only) roles = {{"reward", Head::sequence_reward}};
   std::vector<std::unique_ptr<Trained>> trained;
   for (size_t i = 0; i < roles.size(); ++i) {
     auto t = std::make_unique<Trained>();
@@ -308,11 +320,13 @@ void builtin_tokens(const std::string& work) {
 
 int forward_mode(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: %s forward MODEL_DIR causal_lm|token_value IN.h5 OUT.h5\n", argv[0]);
+    std::fprintf(stderr, "usage: %s forward MODEL_DIR causal_lm|token_value|sequence_reward IN.h5 OUT.h5\n", argv[0]);
     return 2;
   }
   const std::string head_text = argv[3];
-  const Head head = head_text == "token_value" ? Head::token_value : Head::causal_lm;
+  const Head head = head_text == "token_value"       ? Head::token_value
+                    : head_text == "sequence_reward" ? Head::sequence_reward
+                                                     : Head::causal_lm;
   auto model = load_model(argv[2], head, torch::kFloat32, torch::kCPU);
   model->eval();
   auto ids = read_tensor_h5(argv[4], "input_ids"), mask = read_tensor_h5(argv[4], "attention_mask");
@@ -373,6 +387,7 @@ int main(int argc, char** argv) {
       {"qwen3", "qwen3", torch::kFloat32, true, false, "ppo"},
       {"mistral", "mistral", torch::kFloat32, false, false, "grpo"},
       {"llama3", "llama", torch::kFloat32, false, false, "grpo"},
+      {"reward", "llama", torch::kFloat32, false, false, "rm", true},
   };
   int status = 0;
   try {

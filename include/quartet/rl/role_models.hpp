@@ -39,6 +39,13 @@ struct RoleModels {
 RoleModels build_role_models(const Config& config, const ModelGroups& groups, torch::Device device,
                              const std::string& resume_dir = "");
 
+// Where a role's head comes from when its model is loaded from a Hugging Face directory: a
+// critic's value head, and the score head of a reward model being trained (`quartet rm`, which
+// may start from a causal LM or an SFT checkpoint), start fresh when the checkpoint lacks them
+// (model/weight_map.hpp); a frozen reward model must bring its own, and the actor and reference
+// theirs.
+HeadSource head_source_of(Role role, bool trained);
+
 // The tokenizer of the run: the actor's model directory's, or the built-in character one.
 std::unique_ptr<Tokenizer> run_tokenizer(const Config& config);
 // Every model the run builds (a role with ranks and a model) can be loaded (its weights by
