@@ -27,16 +27,19 @@ bool is_sha256(const nlohmann::json& v) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+}  // namespace
+
 // The header's fields, each checked by name (docs/data.md: the prepared prompts file).
-PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where) {
-  const std::string bad = where + ": a malformed prepared-prompts header: ";
+PromptFileHeader parse_prepared_header(const nlohmann::json& j, const std::string& where, const std::string& key,
+                                       const std::string& kind) {
+  const std::string bad = where + ": a malformed " + kind + " header: ";
   PromptFileHeader h;
   h.where = where;
-  const nlohmann::json& version = j["quartet_prompts"];
-  QUARTET_CHECK(version.is_number_integer(), bad + "\"quartet_prompts\" is " + std::string(version.type_name()) +
+  const nlohmann::json& version = j[key];
+  QUARTET_CHECK(version.is_number_integer(), bad + "\"" + key + "\" is " + std::string(version.type_name()) +
                                                  ", not the format version (1)");
   h.version = version.get<int>();
-  QUARTET_CHECK(h.version == 1, bad + "\"quartet_prompts\" is version " + std::to_string(h.version) +
+  QUARTET_CHECK(h.version == 1, bad + "\"" + key + "\" is version " + std::to_string(h.version) +
                                     "; this quartet reads version 1 (prepare the file again)");
   QUARTET_CHECK(j.contains("tokenizer") && j["tokenizer"].is_object(), bad + "no \"tokenizer\" object");
   const nlohmann::json& tok = j["tokenizer"];
@@ -58,6 +61,12 @@ PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where)
     h.chat_template_source = ct["source"].get<std::string>();
   }
   return h;
+}
+
+namespace {
+
+PromptFileHeader parse_header(const nlohmann::json& j, const std::string& where) {
+  return parse_prepared_header(j, where, "quartet_prompts", "prepared-prompts");
 }
 
 }  // namespace

@@ -36,6 +36,12 @@ struct Prompt {
   std::vector<int64_t> ids;  // a prepared row's prompt_ids; empty in a plain file
 };
 
+// A prepared file's header (its version under `key`: "quartet_prompts", or another prepared
+// kind's, e.g. "quartet_sft"), its fields checked as for prompts; errors begin with `where` and
+// call it "a malformed <kind> header".
+PromptFileHeader parse_prepared_header(const nlohmann::json& header, const std::string& where, const std::string& key,
+                                       const std::string& kind);
+
 // The header of a prepared file, or nullopt for a plain one. A header that is not what
 // docs/data.md describes (a missing or mistyped field, an unknown version) is a quartet::Error
 // naming the file, the line and the field.
