@@ -243,6 +243,7 @@ StageEval Stage::evaluate(int64_t done) {
 void Stage::record(int64_t step, StageStepMetrics& metrics, const std::vector<StageEval>& evals,
                    double seconds_per_step) {
   metrics.step_seconds = clock_.step_seconds();
+  metrics.train_seconds = metrics.step_seconds - clock_.seconds()[kEval];
   metrics.reduce(rt_.world.comm());
   const int64_t done = step + 1;
   if (done % sch_.log_every == 0 || done == sch_.steps || step == 0)

@@ -17,11 +17,12 @@ void StageStepMetrics::reduce(MPI_Comm world) {
   units = sums[1];
   tokens = sums[2];
   std::copy(sums.begin() + 3, sums.end(), stat_sums.begin());
-  double most[3] = {lr, grad_norm, step_seconds};
-  watched::allreduce(MPI_IN_PLACE, most, 3, MPI_DOUBLE, MPI_MAX, world, "the step's rate, norm and time");
+  double most[4] = {lr, grad_norm, step_seconds, train_seconds};
+  watched::allreduce(MPI_IN_PLACE, most, 4, MPI_DOUBLE, MPI_MAX, world, "the step's rate, norm and times");
   lr = most[0];
   grad_norm = most[1];
   step_seconds = most[2];
+  train_seconds = most[3];
 }
 
 double StageStepMetrics::loss() const { return loss_sum / std::max(1.0, units); }
@@ -32,7 +33,7 @@ std::map<std::string, double> StageStepMetrics::named() const {
                                      {"tokens", tokens},
                                      {"lr", lr},
                                      {"grad_norm", grad_norm},
-                                     {"tokens_per_s", tokens / std::max(1e-9, step_seconds)},
+                                     {"tokens_per_s", tokens / std::max(1e-9, train_seconds)},
                                      {"time_step", step_seconds}};
   for (size_t k = 0; k < stat_names.size(); ++k) m[stat_names[k]] = stat_sums[k] / std::max(1.0, units);
   return m;
@@ -47,7 +48,7 @@ std::string StageStepMetrics::log_line(long long step, long long steps, double e
     std::snprintf(buf, sizeof buf, " | %s %.3f", stat_names[k].c_str(), stat_sums[k] / std::max(1.0, units));
     line += buf;
   }
-  const double rate = tokens / std::max(1e-9, step_seconds);
+  const double rate = tokens / std::max(1e-9, train_seconds);
   std::snprintf(buf, sizeof buf, " | lr %.2e | grad %.3f | %.3gk tok/s | %.2fs/step | eta %s", lr, grad_norm,
                 rate / 1e3, step_seconds, duration_text(eta_seconds).c_str());
   return line + buf;

@@ -7,8 +7,8 @@
 //   <statistic>     each of the objective's statistics, a mean over the same units (sft: accuracy)
 //   units, tokens   units of the loss and tokens through the model, over every rank
 //   lr, grad_norm   the optimizer step's learning rate and gradient norm (before clipping)
-//   tokens_per_s    tokens / the step's seconds
-//   time_step       the step's seconds (the slowest rank's)
+//   tokens_per_s    tokens / the step's training seconds (its evaluation left out)
+//   time_step       the step's seconds (the slowest rank's), evaluation included
 #include <mpi.h>
 
 #include <map>
@@ -26,7 +26,8 @@ struct StageStepMetrics {
   std::vector<double> stat_sums;
   // The same on every rank of the trained group (the largest over the world is kept).
   double lr = 0, grad_norm = 0;
-  double step_seconds = 0;  // the slowest rank's
+  double step_seconds = 0;   // the slowest rank's
+  double train_seconds = 0;  // the slowest rank's, without the evaluation
 
   // Collective over the world.
   void reduce(MPI_Comm world);
