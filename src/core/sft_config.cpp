@@ -20,7 +20,7 @@ po::options_description sft_schema() {
     ("sft.prompt_field", po::value<std::string>()->default_value(s.prompt_field), "plain JSONL: the field with the prompt text")
     ("sft.response_field", po::value<std::string>()->default_value(s.response_field), "plain JSONL: the field with the response text (answer reads the prompt files of train)")
     ("sft.epochs", po::value<double>()->default_value(s.epochs), "passes over the data (> 0; may be fractional), when sft.steps is 0")
-    ("sft.steps", po::value<int>()->default_value(s.steps), "optimizer steps of the run (>= 0; 0 = ceil(epochs x rows / (batch x ranks)))")
+    ("sft.steps", po::value<int>()->default_value(s.steps), "optimizer steps of the run (>= 0; 0 = ceil(epochs x rows / (batch x ranks)); when > 0, sft.epochs is not read)")
     ("sft.batch", po::value<int>()->default_value(s.batch), "sequences per optimizer step and rank (>= 1); the loss is the mean over the step's target tokens on every rank")
     ("sft.micro_batch_tokens", po::value<int>()->default_value(s.micro_batch_tokens), "micro-batches of the step's sequences, sorted by length, holding at most this many padded tokens (0 = train.micro_batch sequences each; else >= sft.max_tokens)")
     ("sft.max_tokens", po::value<int>()->default_value(s.max_tokens), "longest sequence, prompt and response, in tokens (>= 2); a longer row is refused, naming its file and line")
@@ -82,8 +82,6 @@ SftConfig load_sft_config(const Deck& deck) {
     deck.fail("sft.micro_batch_tokens", "is " + std::to_string(s.micro_batch_tokens) +
                                             ", less than sft.max_tokens = " + std::to_string(s.max_tokens) +
                                             ": the longest sequence would fit no micro-batch");
-  if (deck.given("sft.epochs") && deck.given("sft.steps") && s.steps > 0)
-    deck.fail("sft.steps", "is given, and so is sft.epochs (" + deck.where("sft.epochs") + "): give one of them");
   s.loss_on_prompt = deck.get<bool>("sft.loss_on_prompt");
   s.eval_at_start = deck.get<bool>("sft.eval_at_start");
   s.eval_at_end = deck.get<bool>("sft.eval_at_end");

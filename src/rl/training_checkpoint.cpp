@@ -234,12 +234,11 @@ CheckpointNeeds resume_needs(const Runtime& rt, const CheckpointStage& stage) {
   for (Role role : stage.trained)
     if (saved_role(rt, stage, role)) files.push_back(std::string(role_name(role)) + ".h5");
   CheckpointNeeds needs = train_checkpoint_needs("resuming this run", files);
-  needs.consistent = [files, name = stage.name, same_run = needs.consistent](const std::string& dir, const Manifest& m) {
+  needs.foreign = [name = stage.name](const Manifest& m) {
     const std::string by = written_by(m);
-    if (by != name)
-      return std::vector<std::string>{"a checkpoint of quartet " + by + ", which quartet " + name +
-                                      " does not continue (give run.out a directory of its own)"};
-    return same_run(dir, m);
+    return by == name ? std::string()
+                      : "a checkpoint of quartet " + by + ", which quartet " + name +
+                            " does not continue (give run.out a directory of its own)";
   };
   return needs;
 }
