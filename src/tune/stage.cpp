@@ -52,7 +52,10 @@ class Stage {
     for (int64_t step = first; step < sch_.steps; ++step) {
       clock_.begin_step();
       std::vector<StageEval> evals;
-      if (step == 0 && due(0)) evals.push_back(evaluate(0));
+      if (step == 0 && due(0)) {
+        evals.push_back(evaluate(0));
+        clock_.start();  // the batch's time starts after the evaluation
+      }
       const std::vector<int64_t> rows = next_batch();
       StageStepMetrics metrics(obj_.statistics());
       forward_backward(rows, metrics);
