@@ -6,8 +6,8 @@ SCENARIO:
            exact match rise (/eval at step 0 and every eval_every steps); the step's loss and
            gradient are the same on 1 rank as on 2 (the same rows, split and micro-batched
            otherwise), by sequences or by tokens per micro-batch
-  resume   SIGUSR1 to every rank, and SIGTERM to one rank: exit 75 with a checkpoint; the
-           resumed runs equal the uninterrupted one bitwise (metrics, /eval, final weights and
+  resume   SIGUSR1 to every rank, SIGTERM to one rank, and a short run.time_limit: exit 75 with
+           a checkpoint; the resumed runs equal the uninterrupted one bitwise (metrics, /eval, final weights and
            optimizer state); a checkpoint of sft is not resumed by train, nor train's by sft
   export   `quartet export` of the final checkpoint loads in transformers, whose loss, token
            accuracy and greedy exact match on the held-out rows are the run's last evaluation
@@ -189,7 +189,7 @@ def scenario_resume(launcher, work):
     steps = 200
     common = [f"sft.steps={steps}", "checkpoint.every=16", "sft.eval_every=20", "sft.eval_count=16"]
     reference = os.path.join(work, "uninterrupted")
-    run_to_end(sft(launcher, 2, reference, *common))
+    reference_output = run_to_end(sft(launcher, 2, reference, *common))
     for what, how in [("SIGUSR1 to every rank", "all"), ("SIGTERM to rank 1 alone", "one")]:
         out = os.path.join(work, how)
         r = sft(launcher, 2, out, *common)
@@ -207,6 +207,24 @@ def scenario_resume(launcher, work):
         if f"sft: resuming from" not in again or f": {n} of {steps} steps done" not in again:
             fail(f"the second run did not resume from step {n}:\n{again[-2000:]}")
         same_run(reference, out, steps, f"{what} after step {n}, resumed")
+    # A time limit far shorter than the run: checkpoint and exit 75 each round, until it is done.
+    # A third of the uninterrupted run's own time, at most 1.5 s (machines differ several-fold).
+    done = re.search(r"^sft: done in ([0-9.]+)s$", reference_output, re.M)
+    limit = min(1.5, float(done.group(1)) / 3) if done else 1.5
+    out, rounds = os.path.join(work, "time_limit"), 0
+    while True:
+        rounds += 1
+        r = sft(launcher, 2, out, *common, f"run.time_limit={limit:.2f}")
+        rc = r.finish()
+        if rc == 0:
+            break
+        if rc != EXIT_RESUBMIT or "(time limit)" not in r.output():
+            fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{r.output()[-3000:]}")
+        if rounds > 40:
+            fail("the time-limited run did not finish in 40 rounds")
+    if rounds < 2:
+        fail("the time limit never stopped the run")
+    same_run(reference, out, steps, f"run.time_limit = {limit:.2f} s ({rounds} rounds)")
     # A checkpoint of one stage is not another's.
     r = Run(launcher, 3, "train", "inputs/demo.deck", [f"run.out={reference}", "run.iterations=2"])
     text = run_to_end(r, 2)
