@@ -40,10 +40,19 @@ void check_file(const Deck& deck, const std::string& key, const std::string& pat
   if (!is_regular_file(path)) deck.fail(key, "names '" + path + "', which is not a readable file");
 }
 
-// The held-out keys are refused without a held-out file, as [eval]'s are without eval.prompts.
+// The held-out keys are refused without a held-out file, as [eval]'s are without eval.prompts: a
+// key set away from its default means evaluation was wanted (defaults spelled out, as a resolved
+// deck spells them, are fine).
 void refuse_eval_keys_without_heldout(const Deck& deck) {
-  for (const char* key : {"sft.eval_every", "sft.eval_at_start", "sft.eval_at_end", "sft.eval_count", "sft.exact_match"})
-    if (deck.given(key)) deck.fail(key, "is set, but sft.heldout is not: name the held-out file to evaluate on");
+  const SftConfig d;
+  const std::pair<const char*, bool> changed[] = {
+      {"sft.eval_every", deck.get<int>("sft.eval_every") != d.eval_every},
+      {"sft.eval_at_start", deck.get<bool>("sft.eval_at_start") != d.eval_at_start},
+      {"sft.eval_at_end", deck.get<bool>("sft.eval_at_end") != d.eval_at_end},
+      {"sft.eval_count", deck.get<int>("sft.eval_count") != d.eval_count},
+      {"sft.exact_match", deck.get<bool>("sft.exact_match") != d.exact_match}};
+  for (const auto& [key, differs] : changed)
+    if (differs) deck.fail(key, "is set, but sft.heldout is not: name the held-out file to evaluate on");
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ int run_sft(Runtime& runtime);
 int64_t sft_steps(const SftConfig& sft, int64_t rows, int ranks);
 
 // The deck's refusals that need no data: sft.data set; the actor alone on every rank; the
-// run's length in sft's keys rather than run.iterations; the actor's positions for
-// sft.max_tokens. A DeckError names the key and its line.
+// run's length in sft's keys, not in run.iterations (away from its default); the actor's
+// positions for sft.max_tokens. A DeckError names the key and its line.
 void check_sft_deck(const Config& config, const Placement& placement);
 
 }  // namespace quartet
