@@ -10,6 +10,7 @@
 #include "quartet/commands/launch_command.hpp"
 #include "quartet/commands/plan_command.hpp"
 #include "quartet/commands/selfcheck_command.hpp"
+#include "quartet/commands/sft_command.hpp"
 #include "quartet/commands/sweep_command.hpp"
 #include "quartet/commands/tokenize_command.hpp"
 #include "quartet/commands/train_command.hpp"
@@ -37,6 +38,12 @@ const Command kCommands[] = {
       {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit: 3600, 90m, 23h30m): checkpoint and "
                                   "exit 75 before it runs out"}}},
      quartet::run_train},
+    {{"sft", "supervised fine-tuning of the actor on the [sft] demonstrations (prompt/response pairs or chat "
+             "messages; loss on the responses), sharded over every rank; held-out loss, token accuracy and exact "
+             "match; checkpoints, resumes by itself, and stops cleanly on SIGUSR1/SIGTERM (exit 75: resubmit)",
+      "DECK",
+      {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit): checkpoint and exit 75 before it runs out"}}},
+     quartet::run_sft_command},
     {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
@@ -117,7 +124,7 @@ int main(int argc, char** argv) {
   // Options that stand for deck keys join the overrides (the deck records where they came from).
   if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
   // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
-  if (cl.command == "train") quartet::install_stop_handlers();
+  if (cl.command == "train" || cl.command == "sft") quartet::install_stop_handlers();
   quartet::World world(&argc, &argv);
   int status = 2;
   try {

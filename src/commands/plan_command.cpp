@@ -8,6 +8,7 @@
 #include "quartet/core/deck.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/shard/memory_plan.hpp"
+#include "quartet/tune/stage_plan.hpp"
 
 namespace quartet {
 namespace {
@@ -69,7 +70,8 @@ int plan_to(const CommandLine& cl, std::ostream& out, std::ostream& err) {
     world = disjoint_ranks(config.placement);
     if (world == 0) config.deck.fail("placement.actor", "is not set: give the placement or pass --ranks N");
   }
-  const MemoryPlan plan = make_memory_plan(config, world, per_node);
+  // An sft deck is planned with its own shapes (tune/stage_plan.hpp).
+  const MemoryPlan plan = make_memory_plan(stage_plan_config(config), world, per_node);
   out << format_plan(plan);
   out.flush();
   const std::string problems = plan_problems(plan);

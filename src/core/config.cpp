@@ -257,6 +257,7 @@ const po::options_description& deck_schema() {
       add(d);
     d.add(kernels_schema());
     d.add(reward_schema());
+    d.add(sft_schema());
     return d;
   }();
   return schema;
@@ -726,7 +727,8 @@ Config load_config(const Deck& deck) {
            load_kernels_config(deck),
            load_profile_config(deck),
            load_reward_config(deck),
-           load_eval(deck)};
+           load_eval(deck),
+           load_sft_config(deck)};
   return c;
 }
 

@@ -536,8 +536,11 @@ json survey(const std::string& dir, const std::string& label, const CheckpointNe
   if (named && *named != m->iteration)
     plan["problems"].push_back(label + "/" + kManifestName + ": says iteration " + std::to_string(m->iteration) +
                                ", but the directory is " + label);
+  // A checkpoint of another kind is named as such, not by the files it lacks for this reader.
+  const std::string foreign = needs.foreign ? needs.foreign(*m) : std::string();
+  if (!foreign.empty()) plan["problems"].push_back(label + ": " + foreign);
   for (const ManifestFile& f : m->files) plan["files"].push_back(size_problem(dir, label, f));
-  file_set_problems(dir, label, *m, needs, plan["problems"]);
+  if (foreign.empty()) file_set_problems(dir, label, *m, needs, plan["problems"]);
   return plan;
 }
 

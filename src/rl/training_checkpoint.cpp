@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -24,14 +25,13 @@ namespace quartet {
 
 namespace {
 
-constexpr Role kTrainedRoles[] = {Role::actor, Role::critic};
-
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool saved_role(const Runtime& rt, Role role) {
-  return rt.placement.has(role) && has_model(rt.config, role) && is_trained(role);
+bool saved_role(const Runtime& rt, const CheckpointStage& stage, Role role) {
+  return rt.placement.has(role) && has_model(rt.config, role) &&
+         std::find(stage.trained.begin(), stage.trained.end(), role) != stage.trained.end();
 }
 
 // One trained model into <dir>/<role>.h5, collectively over its group.
@@ -88,20 +88,21 @@ int64_t file_bytes(const std::string& path) {
 
 }  // namespace
 
-CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state) {
+CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state,
+                                         const CheckpointStage& stage) {
   const World& world = rt.world;
   const Config& cfg = rt.config;
   watched::barrier(world.comm(), "the start of a checkpoint");
   const double start = now();
 
-  // The numbers only some ranks hold reach rank 0: the actor group's first rank holds the loop
-  // state, each trained group's first rank its optimizer's step count. A slot is filled by its
+  // The numbers only some ranks hold reach rank 0: the first trained role's first rank (train's
+  // actor) holds the loop state, each trained group's first rank its optimizer's step count. A slot is filled by its
   // one owner and zero elsewhere, so the sum is exact.
   enum { kIteration, kActorStep, kCriticStep, kCriticTotal, kEpoch, kPosition, kActorSteps, kCriticSteps, kInts };
   enum { kKlCoef, kMean, kVar, kCount, kSeconds, kDoubles };
   std::vector<int64_t> ints(kInts, 0);
   std::vector<double> doubles(kDoubles, 0.0);
-  if (RoleModel* a = models.get(Role::actor); a && a->group->rank() == 0) {
+  if (RoleModel* a = models.get(stage.trained.front()); a && a->group->rank() == 0) {
     ints[kIteration] = state.iteration;
     ints[kActorStep] = state.actor_step;
     ints[kEpoch] = state.cursor.epoch;
@@ -113,7 +114,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     doubles[kCount] = state.moments.count;
     doubles[kSeconds] = state.train_seconds;
   }
-  if (RoleModel* c = models.get(Role::critic); c && c->group->rank() == 0) {
+  if (RoleModel* c = models.get(Role::critic); c && c->group->rank() == 0 && saved_role(rt, stage, Role::critic)) {
     ints[kCriticStep] = state.critic_step;
     ints[kCriticTotal] = state.critic_total;
     ints[kCriticSteps] = c->optimizer->steps();
@@ -124,8 +125,8 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
 
   const std::string dir = begin_checkpoint(cfg.run.out, iteration, world.comm());
   std::vector<std::string> files;
-  for (Role role : kTrainedRoles) {
-    if (!saved_role(rt, role)) continue;
+  for (Role role : stage.trained) {
+    if (!saved_role(rt, stage, role)) continue;
     files.push_back(std::string(role_name(role)) + ".h5");
     // Colocated: one group holds both models and writes them one after the other.
     if (const RoleModel* m = models.get(role)) write_model(dir, *m, role, iteration, state.run_id);
@@ -165,14 +166,15 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   info["iteration"] = iteration;
   info["world_size"] = world.size();
   info["placement"] = rt.placement.describe();
-  info["algorithm"] = name_of(cfg.algorithm.algorithm);
+  info["stage"] = stage.name;
+  info["algorithm"] = stage.name == "train" ? std::string(name_of(cfg.algorithm.algorithm)) : stage.name;
   info["git_commit"] = git_commit();
   info["version"] = QUARTET_VERSION;
   info["deck"] = cfg.deck.resolved();
   info["trainer_state"] = "trainer.h5";
   info["models"] = nlohmann::json::object();
-  for (Role role : kTrainedRoles) {
-    if (!saved_role(rt, role)) continue;
+  for (Role role : stage.trained) {
+    if (!saved_role(rt, stage, role)) continue;
     const ModelSpec spec = resolve_model(cfg, role);
     const std::string architecture = architecture_name(spec.config, spec.head);
     int64_t parameters = 0;
@@ -189,7 +191,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     // The run's tokenizer is the actor's (the built-in one for random models: "").
     m["tokenizer_dir"] = actor.random ? "" : actor.dir;
     m["parameters"] = parameters;
-    m["optimizer_steps"] = role == Role::actor ? ints[kActorSteps] : ints[kCriticSteps];
+    m["optimizer_steps"] = role == stage.trained.front() ? ints[kActorSteps] : ints[kCriticSteps];
     info["models"][role_name(role)] = m;
   }
   commit_checkpoint(cfg.run.out, iteration, files, info, world.comm(), cfg.checkpoint.keep, cfg.checkpoint.keep_every);
@@ -220,16 +222,30 @@ std::string new_run_id(const World& world) {
 
 namespace {
 
-CheckpointNeeds resume_needs(const Runtime& rt) {
+// The stage that wrote a checkpoint (a manifest from before info.stage existed: train).
+std::string written_by(const Manifest& m) {
+  const auto& info = m.info;
+  return info.is_object() && info.contains("stage") && info["stage"].is_string() ? info["stage"].get<std::string>()
+                                                                                 : "train";
+}
+
+CheckpointNeeds resume_needs(const Runtime& rt, const CheckpointStage& stage) {
   std::vector<std::string> files;
-  for (Role role : kTrainedRoles)
-    if (saved_role(rt, role)) files.push_back(std::string(role_name(role)) + ".h5");
-  return train_checkpoint_needs("resuming this run", files);
+  for (Role role : stage.trained)
+    if (saved_role(rt, stage, role)) files.push_back(std::string(role_name(role)) + ".h5");
+  CheckpointNeeds needs = train_checkpoint_needs("resuming this run", files);
+  needs.foreign = [name = stage.name](const Manifest& m) {
+    const std::string by = written_by(m);
+    return by == name ? std::string()
+                      : "a checkpoint of quartet " + by + ", which quartet " + name +
+                            " does not continue (give run.out a directory of its own)";
+  };
+  return needs;
 }
 
 }  // namespace
 
-std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
+std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const CheckpointStage& stage) {
   const Config& cfg = rt.config;
   const World& world = rt.world;
   const std::string& how = cfg.checkpoint.resume;
@@ -242,7 +258,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
     return std::nullopt;
   }
   if (how != "auto") {
-    const auto problems = verify_checkpoint(how, world.comm(), resume_needs(rt));
+    const auto problems = verify_checkpoint(how, world.comm(), resume_needs(rt, stage));
     if (!problems.empty()) {
       std::string all;
       for (const auto& p : problems) all += "\n  " + p;
@@ -254,9 +270,9 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
   // aside, and a rank listing later would find none and take the run for a fresh one.
   const bool any_checkpoint = !list_checkpoint_steps(cfg.run.out).empty();
   std::vector<std::string> warnings;
-  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings, resume_needs(rt));
+  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings, resume_needs(rt, stage));
   if (found || !any_checkpoint) {
-    for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
+    for (const auto& w : warnings) printf0("%s: warning: %s\n", stage.name.c_str(), w.c_str());
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
   // Checkpoints, and none of them intact: starting over would overwrite run.h5's history and
@@ -272,15 +288,15 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt) {
   std::string aside;
   if (world.rank() == 0) {
     aside = move_aside(cdir, ".damaged-" + utc_stamp());
-    for (const auto& w : warnings) printf0("train: warning: %s\n", w.c_str());
-    printf0("train: no intact checkpoint: they are now in %s (checkpoint.on_damaged = start_over); starting at "
-            "iteration 0\n", aside.c_str());
+    for (const auto& w : warnings) printf0("%s: warning: %s\n", stage.name.c_str(), w.c_str());
+    printf0("%s: no intact checkpoint: they are now in %s (checkpoint.on_damaged = start_over); starting at "
+            "iteration 0\n", stage.name.c_str(), aside.c_str());
   }
   watched::barrier(world.comm(), "the damaged checkpoints moved aside");
   return std::nullopt;
 }
 
-TrainerState load_trainer_state(Runtime& rt, const std::string& dir) {
+TrainerState load_trainer_state(Runtime& rt, const std::string& dir, const CheckpointStage& stage) {
   const World& world = rt.world;
   const std::string path = dir + "/trainer.h5";
   auto i64 = [&](const char* name) { return read_tensor_h5(path, name).reshape({-1})[0].item<int64_t>(); };
@@ -310,9 +326,9 @@ TrainerState load_trainer_state(Runtime& rt, const std::string& dir) {
       default_generator(rt.device).set_state(cuda[world.rank()].clone());
     }
   } else {
-    printf0("train: the checkpoint was written by %lld ranks, this job has %d: the random generators restart "
+    printf0("%s: the checkpoint was written by %lld ranks, this job has %d: the random generators restart "
             "from the run's seeds (sampling and shuffling are seeded per iteration and do not depend on them)\n",
-            static_cast<long long>(saved_world), world.size());
+            stage.name.c_str(), static_cast<long long>(saved_world), world.size());
   }
   return s;
 }

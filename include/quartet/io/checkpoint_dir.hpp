@@ -72,9 +72,13 @@ Manifest read_manifest(const std::string& step_directory);
 //               lists no actor.h5, which <reader> needs");
 //   consistent  run on rank 0 once everything else checks out: what the files say of
 //               themselves against each other and the manifest (each string a problem).
+//   foreign     run on rank 0 on the manifest first: "" when the checkpoint is of the kind the
+//               reader reads, else why not (then named as that checkpoint's problem, before
+//               the files it lacks).
 struct CheckpointNeeds {
   std::string reader;  // "resuming this run", "inspect": for the messages
   std::vector<std::string> files;
+  std::function<std::string(const Manifest& manifest)> foreign;
   std::function<std::vector<std::string>(const std::string& step_directory, const Manifest& manifest)> consistent;
 };
 

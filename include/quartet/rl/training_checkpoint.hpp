@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "quartet/dist/runtime.hpp"
 #include "quartet/rl/advantages.hpp"
@@ -35,6 +36,15 @@ struct TrainerState {
   std::string run_id;
 };
 
+// The command that writes a checkpoint or resumes from one (train, sft, ...): its name, which the
+// manifest records as info.stage (a checkpoint without one is train's), and the roles it trains,
+// whose model files the checkpoint holds. The loop's state is kept by the first trained role's
+// first rank. A checkpoint of one stage is not resumed by another.
+struct CheckpointStage {
+  std::string name = "train";
+  std::vector<Role> trained = {Role::actor, Role::critic};
+};
+
 // Collective over the world: a new run's id (random, from rank 0).
 std::string new_run_id(const World& world);
 
@@ -48,7 +58,8 @@ struct CheckpointWrite {
 // Collective over the world. `state` must be complete on the actor group's first rank (cursor,
 // KL, normaliser, actor_step) and the critic group's first rank (critic steps); other ranks'
 // copies are not read. Writes step_<iteration>, commits it, moves `latest`, prunes.
-CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state);
+CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, const TrainerState& state,
+                                         const CheckpointStage& stage = {});
 
 // Collective over the world: where to continue from, following checkpoint.resume (auto: the
 // newest intact checkpoint under run.out, the skipped ones named in warnings, and none intact
@@ -58,11 +69,11 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
 // model's file), and the files of one step and one run (their iteration, run id and optimizer
 // step counts agree with trainer.h5 and the manifest). Rank 0 prints what it decided. nullopt:
 // a fresh start.
-std::optional<std::string> choose_resume_checkpoint(Runtime& rt);
+std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const CheckpointStage& stage = {});
 
 // Collective over the world: the state in <dir>/trainer.h5, the same on every rank. This rank's
 // random generator states are restored when the world has the size it had when saved
 // (otherwise the run's seeds restart them, and rank 0 says so).
-TrainerState load_trainer_state(Runtime& rt, const std::string& dir);
+TrainerState load_trainer_state(Runtime& rt, const std::string& dir, const CheckpointStage& stage = {});
 
 }  // namespace quartet
