@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "quartet/commands/dpo_command.hpp"
 #include "quartet/commands/export_command.hpp"
 #include "quartet/commands/generate_command.hpp"
 #include "quartet/commands/inspect_command.hpp"
@@ -44,6 +45,12 @@ const Command kCommands[] = {
       "DECK",
       {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit): checkpoint and exit 75 before it runs out"}}},
      quartet::run_sft_command},
+    {{"dpo", "Direct Preference Optimisation of the actor on the [dpo] preference pairs against a frozen reference "
+             "(sigmoid, cDPO or IPO loss), the reference on ranks of its own or colocated; held-out loss and reward "
+             "accuracy; checkpoints, resumes by itself, and stops cleanly on SIGUSR1/SIGTERM (exit 75: resubmit)",
+      "DECK",
+      {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit): checkpoint and exit 75 before it runs out"}}},
+     quartet::run_dpo_command},
     {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
@@ -124,7 +131,7 @@ int main(int argc, char** argv) {
   // Options that stand for deck keys join the overrides (the deck records where they came from).
   if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
   // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
-  if (cl.command == "train" || cl.command == "sft") quartet::install_stop_handlers();
+  if (cl.command == "train" || cl.command == "sft" || cl.command == "dpo") quartet::install_stop_handlers();
   quartet::World world(&argc, &argv);
   int status = 2;
   try {

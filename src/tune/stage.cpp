@@ -48,6 +48,7 @@ class Stage {
               name_.c_str(), static_cast<long long>(first), static_cast<long long>(sch_.steps));
       return kExitDone;
     }
+    obj_.prepare(models_);
     const double loop_start = monotonic_seconds();
     for (int64_t step = first; step < sch_.steps; ++step) {
       clock_.begin_step();

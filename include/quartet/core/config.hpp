@@ -11,6 +11,7 @@
 #include "quartet/core/kernels_config.hpp"  // KernelsConfig ([kernels]), ProfileConfig ([profile])
 #include "quartet/core/reward_config.hpp"   // RewardConfig ([reward])
 #include "quartet/core/sft_config.hpp"      // SftConfig ([sft])
+#include "quartet/core/dpo_config.hpp"      // DpoConfig ([dpo])
 
 namespace quartet {
 
@@ -252,6 +253,7 @@ struct Config {
   RewardConfig rewards;  // [reward]: several rewards at once (model.reward above is the reward model)
   EvalConfig eval;
   SftConfig sft;  // [sft]: quartet sft only
+  DpoConfig dpo;  // [dpo]: quartet dpo only
 };
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.

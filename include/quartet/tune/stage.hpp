@@ -1,7 +1,8 @@
 #pragma once
 // The engine of the supervised stages (`quartet sft`; rm and dpo are objectives on it too): one
 // trained model, sharded over its group as train's actor is, on train's Runtime, deck, run file,
-// checkpoints, stop requests and memory plan. A step, on every rank:
+// checkpoints, stop requests and memory plan. Once the models are built, the objective's
+// prepare() (dpo: the frozen reference scores every pair once). A step, on every rank:
 //   next batch      the trained group's ranks draw their rows (stage_schedule.batch each) from
 //                   seeded epochs of the training set (rl/prompt_dataset.hpp PromptSampler: the
 //                   ranks see disjoint rows, every row once an epoch; the cursor is checkpointed)
@@ -65,6 +66,11 @@ class StageObjective {
   virtual Role trained_role() const { return Role::actor; }
   // Rows of the training set (the sampler draws indices below it).
   virtual int64_t train_rows() const = 0;
+  // Once the models are built (afresh or from the checkpoint), before the first step: work done
+  // with every model of the run that the steps then read (dpo: the frozen reference scores every
+  // pair). Every rank at once (collective over the world); it may release a model it no longer
+  // needs. It must give the same result every time, so that a resumed run stays bitwise.
+  virtual void prepare(RoleModels& models) { (void)models; }
   // The per-step statistics (means over the units) after the loss, e.g. {"accuracy"}.
   virtual std::vector<std::string> statistics() const { return {}; }
   // This rank's rows of one step as micro-batches, on `device`.

@@ -5,12 +5,17 @@
 //   train phase     micro-batches of train.micro_batch sequences of sft.max_tokens tokens, or
 //                   sft.micro_batch_tokens / sft.max_tokens of them (rounded up): as many tokens
 //   generate phase  the held-out exact match, sft.batch prompts at a time, sft.max_tokens long
+// A dpo deck (dpo.data set) is planned as the actor trained and the reference frozen (on ranks of
+// its own, or colocated), each pass holding both sides of train.micro_batch pairs: 2 x
+// train.micro_batch sequences of dpo.max_tokens tokens (the reference's pass as scoring; it is
+// released after scoring every pair, which the plan does not count on).
 // Any other deck is train's and is planned as it is.
 #include "quartet/core/config.hpp"
 
 namespace quartet {
 
 bool is_sft_deck(const Config& config);
+bool is_dpo_deck(const Config& config);
 
 Config stage_plan_config(const Config& config);
 
