@@ -59,10 +59,10 @@ std::pair<torch::Tensor, torch::Tensor> reference_of(const StageMicroBatch& mb) 
   return {mb.tensors[7], mb.tensors[8]};
 }
 
-void idle_forward(ShardedModel& model) {
-  torch::NoGradGuard no_grad;
+void idle_scoring(ShardedModel& model, const SamplingView& view) {
   auto opts = torch::TensorOptions().dtype(torch::kLong).device(model.device());
-  (void)model.forward(torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts));
+  (void)score_logprobs(model, {torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts), torch::ones({1, 1}, opts)}, 1,
+                       view);
 }
 
 }  // namespace quartet

@@ -37,7 +37,7 @@ StageEval DpoEvaluator::evaluate(RoleModel* actor, int64_t done) {
     std::vector<torch::Tensor> on_device;
     for (int64_t k = 0; k < turns; ++k) {
       if (k >= mine) {
-        idle_forward(model);
+        idle_scoring(model, scoring_.view);
         continue;
       }
       const StageMicroBatch mb = pair_micro_batch(pairs_, chunks[static_cast<size_t>(k)], scoring_.pad_id,

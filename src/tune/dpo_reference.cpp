@@ -19,7 +19,7 @@ ReferenceLogps reference_logps(RoleModel* reference, const PairDataset& pairs, i
     const int64_t mine = static_cast<int64_t>(chunks.size()), turns = group_max(group, mine);
     for (int64_t k = 0; k < turns; ++k) {
       if (k >= mine) {
-        idle_forward(model);
+        idle_scoring(model, s.view);
         continue;
       }
       const std::vector<int64_t>& rows = chunks[static_cast<size_t>(k)];

@@ -159,14 +159,15 @@ def scenario_learn(launcher, work):
     hl, acc = s["eval/loss"], s["eval/reward_accuracy"]
     say(f"held-out loss {hl[0]:.4f} -> {hl[-1]:.4f}, reward accuracy {acc[0]:.3f} -> {acc[-1]:.3f}, "
         f"margin {s['eval/reward_margin'][0]:.3f} -> {s['eval/reward_margin'][-1]:.3f}")
-    if not (acc[0] == 0 and acc[-1] >= 0.8 and hl[-1] < 0.7 * hl[0]):
-        fail("the held-out numbers did not improve enough (reward accuracy 0 -> 0.8, loss below 0.7 of log 2)")
+    if not (acc[0] == 0 and acc[-1] >= 0.8 and hl[-1] < 0.5 * hl[0]):
+        fail("the held-out numbers did not improve enough (reward accuracy 0 -> 0.8, loss halved)")
     if list(s["eval/pairs"]) != [64] * len(steps):
         fail(f"evaluated {s['eval/pairs']} pairs, expected all 64 held-out pairs each time")
 
 
 def scenario_placement(launcher, work):
-    common = ["dpo.steps=12", "dpo.eval_every=6", "checkpoint.every=0"]
+    # 40 held-out pairs: 3 chunks of 16, so one rank of two takes a turn without pairs
+    common = ["dpo.steps=12", "dpo.eval_every=6", "dpo.eval_count=40", "checkpoint.every=0"]
     disjoint, colocated = os.path.join(work, "disjoint"), os.path.join(work, "colocated")
     text = run_to_end(dpo(launcher, 3, disjoint, *common))
     if "reference rank 2" not in text:

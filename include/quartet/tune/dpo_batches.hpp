@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "quartet/rl/experience.hpp"
 #include "quartet/rl/pair_dataset.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "quartet/tune/stage.hpp"
@@ -36,8 +37,8 @@ StageMicroBatch pair_micro_batch(const PairDataset& pairs, const std::vector<int
 PairBatch pair_batch_of(const StageMicroBatch& mb);
 std::pair<torch::Tensor, torch::Tensor> reference_of(const StageMicroBatch& mb);
 
-// A forward of one pad token whose output is dropped: a rank's turn without rows, so that the
-// group's collectives line up (no graph).
-void idle_forward(ShardedModel& model);
+// A rank's scoring turn without pairs: one pad token through score_logprobs (its result dropped),
+// the path a turn with pairs takes, so that the group's collectives line up.
+void idle_scoring(ShardedModel& model, const SamplingView& view);
 
 }  // namespace quartet
