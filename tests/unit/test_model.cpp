@@ -1069,7 +1069,9 @@ TEST(FamilyFeatures, TheNormsAndTheRopeScalingAreWhatTheReferencesTest) {
       }
       tensors.emplace_back(e.name, f.get(e.name));
     }
-    if (c.drop_norms) EXPECT_EQ(dropped, 4u);  // two layers, q and k
+    if (c.drop_norms) {
+      EXPECT_EQ(dropped, 4u);  // two layers, q and k
+    }
     quartet::save_safetensors(tmp / "model.safetensors", tensors);
     auto with = ref.load(), without = ref.load(tmp.str());
     const auto ids = ref.get("input_ids"), mask = ref.get("attention_mask");
