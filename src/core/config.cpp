@@ -258,6 +258,7 @@ const po::options_description& deck_schema() {
     d.add(kernels_schema());
     d.add(reward_schema());
     d.add(sft_schema());
+    d.add(rm_schema());
     return d;
   }();
   return schema;
@@ -728,7 +729,9 @@ Config load_config(const Deck& deck) {
            load_profile_config(deck),
            load_reward_config(deck),
            load_eval(deck),
-           load_sft_config(deck)};
+           load_sft_config(deck),
+           load_rm_config(deck)};
+  c.placement.needs_actor = !c.rm.enabled();
   return c;
 }
 

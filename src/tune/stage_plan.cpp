@@ -3,9 +3,13 @@
 namespace quartet {
 
 bool is_sft_deck(const Config& config) { return config.sft.enabled(); }
+bool is_rm_deck(const Config& config) { return config.rm.enabled(); }
 
-Config stage_plan_config(const Config& config) {
-  if (!is_sft_deck(config)) return config;
+int64_t widest_pair_batch(const Config& config) { return 2 * (int64_t(config.rm.max_tokens) - 1); }
+
+namespace {
+
+Config sft_plan_config(const Config& config) {
   Config c = config;
   const SftConfig& s = config.sft;
   c.rollout.max_prompt_tokens = s.max_tokens - 1;
@@ -17,6 +21,28 @@ Config stage_plan_config(const Config& config) {
   if (s.micro_batch_tokens > 0) c.train.micro_batch = (s.micro_batch_tokens + s.max_tokens - 1) / s.max_tokens;
   c.rollout.score_micro_batch = c.train.micro_batch;
   return c;
+}
+
+Config rm_plan_config(const Config& config) {
+  Config c = config;
+  const int sides = 2 * config.train.micro_batch;  // a micro-batch's pairs, chosen and rejected rows
+  c.rollout.max_prompt_tokens = config.rm.max_tokens - 1;
+  c.rollout.max_new_tokens = config.rm.max_tokens - 1;
+  c.rollout.min_new_tokens = 0;
+  c.rollout.batch = sides;
+  c.rollout.micro_batch = 0;
+  c.algorithm.samples_per_prompt = 1;
+  c.train.micro_batch = sides;
+  c.rollout.score_micro_batch = sides;
+  return c;
+}
+
+}  // namespace
+
+Config stage_plan_config(const Config& config) {
+  if (is_sft_deck(config)) return sft_plan_config(config);
+  if (is_rm_deck(config)) return rm_plan_config(config);
+  return config;
 }
 
 }  // namespace quartet
