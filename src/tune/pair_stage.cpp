@@ -82,7 +82,7 @@ void for_each_pair_chunk(const std::vector<PreferencePair>& share, int64_t micro
       continue;
     }
     const int64_t begin = k * micro_batch, end = std::min(n, begin + micro_batch);
-    const PairBatch b = make_pair_batch({share.begin() + begin, share.begin() + end}, pad_id);
+    const PairBatch b = make_pair_batch(std::vector<PreferencePair>(share.begin() + begin, share.begin() + end), pad_id);
     turn(&b);
   }
 }

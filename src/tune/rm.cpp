@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/signals.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/pair_losses.hpp"
