@@ -191,7 +191,7 @@ def scenario_learn(launcher, work):
     firsts = {}
     for name, np_, sets in [("2x16", 2, []), ("1x32", 1, ["placement.reward=1", "rm.batch=32", "train.micro_batch=5"])]:
         d = os.path.join(work, "one_step_" + name)
-        run_to_end(rm(launcher, np_, d, "rm.steps=1"))
+        run_to_end(rm(launcher, np_, d, "rm.steps=1", *sets))
         _, m = series(d)
         firsts[name] = {k: float(m[k][0]) for k in ("loss", "grad_norm", "units", "accuracy", "reward_margin")}
     ref = firsts["2x16"]
