@@ -204,7 +204,7 @@ def scenario_learn(launcher, work):
 
 
 def scenario_resume(launcher, work):
-    steps = 96
+    steps = 64
     common = [f"rm.steps={steps}", "checkpoint.every=16", "rm.eval_every=20", "rm.eval_count=32"]
     reference = os.path.join(work, "uninterrupted")
     run_to_end(rm(launcher, 2, reference, *common))
@@ -263,7 +263,7 @@ def hf_scores(hf, rows):
 
 def scenario_export(launcher, work):
     run_dir = os.path.join(work, "run")
-    run_to_end(rm(launcher, 2, run_dir))
+    run_to_end(rm(launcher, 2, run_dir, "rm.epochs=2"))
     hf = export(run_dir, os.path.join(work, "hf"))
     _, s = series(run_dir)
     want = {k: float(s[f"eval/{k}"][-1]) for k in ("accuracy", "loss", "chosen_reward", "rejected_reward")}
@@ -305,7 +305,7 @@ def scenario_handoff(launcher, work):
         fail(f"export of the sft run failed:\n{p.stdout}{p.stderr}")
     start = os.path.join(work, "rm_from_sft")
     text = run_to_end(rm(launcher, 2, start, f"model.reward.path={sft_hf}", "rm.steps=1", "model.reward.lr=1e-30"))
-    if "score" not in text:
+    if "starts 'score.weight' fresh" not in text:
         fail("the run did not say that the score head starts fresh")
     body, rm_model = tensors(sft_hf), tensors(export(start, os.path.join(work, "rm_from_sft_hf")))
     body.pop("lm_head.weight", None)
