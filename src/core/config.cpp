@@ -380,8 +380,9 @@ PlacementConfig load_placement(const Deck& deck) {
   p.critic = deck.get<int>("placement.critic");
   p.reference = deck.get<int>("placement.reference");
   p.reward = deck.get<int>("placement.reward");
+  // -1 is the default ("not given"): a resolved deck spells it out, and must parse back.
   for (const char* k : {"placement.actor", "placement.critic", "placement.reference", "placement.reward"})
-    if (deck.given(k) && deck.get<int>(k) < 0) deck.fail(k, "must not be negative");
+    if (deck.given(k) && deck.get<int>(k) < -1) deck.fail(k, "must not be negative");
   return p;
 }
 
