@@ -10,6 +10,7 @@
 #include "quartet/commands/inspect_command.hpp"
 #include "quartet/commands/launch_command.hpp"
 #include "quartet/commands/plan_command.hpp"
+#include "quartet/commands/rm_command.hpp"
 #include "quartet/commands/selfcheck_command.hpp"
 #include "quartet/commands/sft_command.hpp"
 #include "quartet/commands/sweep_command.hpp"
@@ -51,6 +52,12 @@ const Command kCommands[] = {
       "DECK",
       {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit): checkpoint and exit 75 before it runs out"}}},
      quartet::run_dpo_command},
+    {{"rm", "reward-model training on the [rm] preference pairs (Bradley-Terry loss), the reward model sharded over "
+            "every rank; held-out pairwise accuracy, loss and mean rewards; checkpoints, resumes by itself, and stops "
+            "cleanly on SIGUSR1/SIGTERM (exit 75: resubmit)",
+      "DECK",
+      {{"time-limit", "DURATION", "wall-clock budget (as run.time_limit): checkpoint and exit 75 before it runs out"}}},
+     quartet::run_rm_command},
     {{"generate", "complete the prompts of [rollout] with the actor model of [model.actor]",
       "DECK",
       {{"logits", "OUT.h5", "also write the logits of a plain forward pass over the prompts"}}},
@@ -68,10 +75,10 @@ const Command kCommands[] = {
                  "checkpoints/ or run directory holding them): what it holds and whether it is intact",
       "PATH"},
      nullptr, quartet::run_inspect},
-    {{"export", "write a checkpoint's actor or critic as a Hugging Face model directory "
+    {{"export", "write a checkpoint's actor, critic or reward model as a Hugging Face model directory "
                 "(config.json, sharded safetensors, tokenizer)",
       "CHECKPOINT",
-      {{"role", "ROLE", "actor (default) or critic"},
+      {{"role", "ROLE", "actor, critic or reward (default: the checkpoint's one model, else actor)"},
        {"out", "DIR", "the directory to write (required)"},
        {"dtype", "DTYPE", "float32 | bfloat16 | float16 (default: the model's own)"},
        {"shard-size", "BYTES", "largest safetensors shard, e.g. 5GB (default 5GB, as transformers)"}}},
@@ -131,7 +138,8 @@ int main(int argc, char** argv) {
   // Options that stand for deck keys join the overrides (the deck records where they came from).
   if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
   // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
-  if (cl.command == "train" || cl.command == "sft" || cl.command == "dpo") quartet::install_stop_handlers();
+  if (cl.command == "train" || cl.command == "sft" || cl.command == "dpo" || cl.command == "rm")
+    quartet::install_stop_handlers();
   quartet::World world(&argc, &argv);
   int status = 2;
   try {

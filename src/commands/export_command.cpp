@@ -81,6 +81,15 @@ ModelEntry model_entry(const Manifest& m, const std::string& step, const std::st
   return out;
 }
 
+// Without --role: the checkpoint's one model (an rm checkpoint's reward model, an sft one's
+// actor), else the actor (train's checkpoints hold the actor and the critic).
+std::string default_role(const Manifest& m) {
+  const json& info = m.info;
+  if (info.is_object() && info.contains("models") && info["models"].is_object() && info["models"].size() == 1)
+    return info["models"].begin().key();
+  return "actor";
+}
+
 Head head_named(const std::string& name, const std::string& where) {
   for (Head h : {Head::causal_lm, Head::token_value, Head::sequence_reward})
     if (name == head_name(h)) return h;
@@ -224,7 +233,6 @@ int run_export(const CommandLine& cl) {
   if (!cl.has("out") || cl.options.at("out").empty())
     throw Error("--out DIR is required: the directory to write the Hugging Face model into");
   const std::string out = strip_trailing_slashes(cl.options.at("out"));
-  const std::string role = cl.has("role") ? cl.options.at("role") : "actor";
   const uint64_t shard_bytes = shard_size_of(cl);
   if (path_exists(out)) {
     if (!is_directory(out)) throw Error(out + ": exists and is not a directory (--out names the directory to write)");
@@ -257,6 +265,7 @@ int run_export(const CommandLine& cl) {
                                            "; name one's directory to export it)"));
   }
   const Manifest manifest = read_manifest(step);
+  const std::string role = cl.has("role") ? cl.options.at("role") : default_role(manifest);
   const ModelEntry entry = model_entry(manifest, step, role);
   const torch::ScalarType out_dtype =
       cl.has("dtype") ? dtype_of(cl.options.at("dtype"), "--dtype")

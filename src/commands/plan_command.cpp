@@ -70,7 +70,7 @@ int plan_to(const CommandLine& cl, std::ostream& out, std::ostream& err) {
     world = disjoint_ranks(config.placement);
     if (world == 0) config.deck.fail("placement.actor", "is not set: give the placement or pass --ranks N");
   }
-  // An sft deck is planned with its own shapes (tune/stage_plan.hpp).
+  // A stage's deck (sft, rm) is planned with its own shapes (tune/stage_plan.hpp).
   const MemoryPlan plan = make_memory_plan(stage_plan_config(config), world, per_node);
   out << format_plan(plan);
   out.flush();

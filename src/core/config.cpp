@@ -259,6 +259,7 @@ const po::options_description& deck_schema() {
     d.add(reward_schema());
     d.add(sft_schema());
     d.add(dpo_schema());
+    d.add(rm_schema());
     return d;
   }();
   return schema;
@@ -380,8 +381,9 @@ PlacementConfig load_placement(const Deck& deck) {
   p.critic = deck.get<int>("placement.critic");
   p.reference = deck.get<int>("placement.reference");
   p.reward = deck.get<int>("placement.reward");
+  // -1 is the default ("not given"): a resolved deck spells it out, and must parse back.
   for (const char* k : {"placement.actor", "placement.critic", "placement.reference", "placement.reward"})
-    if (deck.given(k) && deck.get<int>(k) < 0) deck.fail(k, "must not be negative");
+    if (deck.given(k) && deck.get<int>(k) < -1) deck.fail(k, "must not be negative");
   return p;
 }
 
@@ -730,7 +732,9 @@ Config load_config(const Deck& deck) {
            load_reward_config(deck),
            load_eval(deck),
            load_sft_config(deck),
-           load_dpo_config(deck)};
+           load_dpo_config(deck),
+           load_rm_config(deck)};
+  c.placement.needs_actor = !c.rm.enabled();
   return c;
 }
 

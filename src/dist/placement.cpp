@@ -65,7 +65,7 @@ Placement make_placement(const PlacementConfig& config, int world_size, const De
       if (n != 0)
         for (int w = 0; w < world_size; ++w) p.ranks[static_cast<int>(r)].push_back(w);
     }
-    if (!p.has(Role::actor)) deck.fail("placement.actor", "is 0: every layout needs the actor");
+    if (!p.has(Role::actor) && config.needs_actor) deck.fail("placement.actor", "is 0: every layout needs the actor");
     return p;
   }
 
@@ -77,7 +77,7 @@ Placement make_placement(const PlacementConfig& config, int world_size, const De
     total += n;
     sum += (sum.empty() ? "" : " + ") + std::to_string(n);
   }
-  if (counts[0] < 1)
+  if (counts[0] < 1 && config.needs_actor)
     deck.fail("placement.actor", deck.given("placement.actor")
                                      ? "is 0: every layout needs at least one actor rank"
                                      : "is not set: disjoint placement needs a rank count per role");

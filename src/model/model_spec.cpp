@@ -17,7 +17,12 @@ Head head_of(Role role) {
   return Head::causal_lm;
 }
 
-bool is_trained(Role role) { return role == Role::actor || role == Role::critic; }
+bool is_trained(const Config& config, Role role) {
+  if (config.rm.enabled()) return role == Role::reward;
+  return role == Role::actor || role == Role::critic;
+}
+
+Role tokenizer_role(const Config& config) { return config.rm.enabled() ? Role::reward : Role::actor; }
 
 const ModelSectionConfig& model_section(const Config& config, Role role) {
   switch (role) {
@@ -91,7 +96,7 @@ ModelSpec resolve_model(const Config& config, Role role) {
   ModelSpec spec;
   spec.role = role;
   spec.head = head_of(role);
-  spec.trained = is_trained(role);
+  spec.trained = is_trained(config, role);
   // The reference takes the actor's dtype too, unless its own section gives one.
   const bool own_dtype = src == role || deck.given(key(role, "dtype"));
   spec.dtype = dtype_from_name(own_dtype ? model_section(config, role).dtype : m.dtype);

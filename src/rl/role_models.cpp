@@ -91,19 +91,21 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
 }
 
 std::unique_ptr<Tokenizer> run_tokenizer(const Config& config) {
-  const ModelSpec actor = resolve_model(config, Role::actor);
-  if (actor.random) return make_builtin_tokenizer();
-  return load_model_tokenizer(actor.dir);
+  const ModelSpec owner = resolve_model(config, tokenizer_role(config));
+  if (owner.random) return make_builtin_tokenizer();
+  return load_model_tokenizer(owner.dir);
 }
 
 namespace {
 
 // A critic, reference or reward model from a directory of its own reads the actor's ids: its
-// tokenizer must give each of them the same token (model/same_token_ids.hpp).
+// tokenizer must give each of them the same token (model/same_token_ids.hpp). (In an rm deck the
+// reward model is alone, and the run's tokenizer is its own.)
 void check_reads_actor_ids(const Config& config, const ModelSpec& spec, const Tokenizer& actor_tokenizer) {
   const std::string key = "model." + std::string(role_name(spec.role)) + ".path";
+  if (spec.role == tokenizer_role(config)) return;
   const ModelSpec actor = resolve_model(config, Role::actor);
-  if (spec.role == Role::actor || spec.dir.empty() || spec.dir == actor.dir) return;
+  if (spec.dir.empty() || spec.dir == actor.dir) return;
   const std::string given = model_section(config, spec.role).source;
   if (!is_regular_file(spec.dir + "/tokenizer.json"))
     config.deck.fail(key, "is '" + given + "', which has no tokenizer.json: quartet cannot check that the " +

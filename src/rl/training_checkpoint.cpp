@@ -179,7 +179,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     const std::string architecture = architecture_name(spec.config, spec.head);
     int64_t parameters = 0;
     for (int64_t n : unit_parameter_counts(spec.config, spec.head)) parameters += n;
-    const ModelSpec actor = resolve_model(cfg, Role::actor);
+    const ModelSpec owner = resolve_model(cfg, tokenizer_role(cfg));
     nlohmann::json m;
     m["file"] = std::string(role_name(role)) + ".h5";
     m["group_size"] = static_cast<int64_t>(rt.placement.ranks_of(role).size());
@@ -188,8 +188,9 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     m["dtype"] = dtype_name(spec.dtype);
     m["config_json"] = spec.config.to_json(architecture, dtype_name(spec.dtype));
     m["source"] = model_section(cfg, role).path;
-    // The run's tokenizer is the actor's (the built-in one for random models: "").
-    m["tokenizer_dir"] = actor.random ? "" : actor.dir;
+    // The run's tokenizer is the actor's, an rm deck's the reward model's (the built-in one for
+    // random models: "").
+    m["tokenizer_dir"] = owner.random ? "" : owner.dir;
     m["parameters"] = parameters;
     m["optimizer_steps"] = role == stage.trained.front() ? ints[kActorSteps] : ints[kCriticSteps];
     info["models"][role_name(role)] = m;

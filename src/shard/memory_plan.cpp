@@ -45,12 +45,11 @@ const char* short_dtype(torch::ScalarType t) {
   return t == torch::kFloat32 ? "fp32" : t == torch::kBFloat16 ? "bf16" : "fp16";
 }
 
-std::vector<std::string> phases_of(Role role) {
-  switch (role) {
-    case Role::actor: return {"generate", "score", "train"};
-    case Role::critic: return {"score", "train"};
-    default: return {"score"};
-  }
+// A trained reward model (quartet rm) scores its held-out pairs and trains, as a critic does.
+std::vector<std::string> phases_of(Role role, bool trained) {
+  if (role == Role::actor) return {"generate", "score", "train"};
+  if (trained) return {"score", "train"};
+  return {"score"};
 }
 
 std::string model_text(const ModelSpec& spec, int64_t n) {
@@ -182,7 +181,7 @@ RolePlan plan_role(const MemoryPlan& p, const RoleModels& models, const std::vec
   plan.trained = m.spec->trained;
   take_persistent(plan, m);
   plan.comm = memory::sum_bytes(comm);
-  for (const std::string& phase : phases_of(active)) {
+  for (const std::string& phase : phases_of(active, m.spec->trained)) {
     PhasePlan ph = plan_phase(p, models, held, active, phase, comm, plan);
     if (plan.phases.empty() || ph.device_bytes() > plan.peak) {
       plan.peak = ph.device_bytes();

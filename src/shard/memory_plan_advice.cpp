@@ -144,7 +144,7 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
   const Config& c0 = base.config;
   const int w0 = base.world_size;
   const ModelSectionConfig& sec = model_section(c0, role);
-  const bool trained = is_trained(role);
+  const bool trained = is_trained(c0, role);
   auto try_flag = [&](const char* k, bool ModelSectionConfig::*flag) {
     if (sec.*flag) return;
     Config c = c0;
@@ -218,7 +218,7 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     text = "--set train.cuda_graphs=false";
     if (check()) return last;
   }
-  const bool trained = is_trained(role);
+  const bool trained = is_trained(c, role);
   ModelSectionConfig& sec = section_of(c, role);
   std::vector<std::pair<const char*, bool ModelSectionConfig::*>> flags;
   if (trained) flags.push_back({"reshard_after_forward", &ModelSectionConfig::reshard_after_forward});

@@ -10,6 +10,7 @@
 #include "quartet/core/deck.hpp"
 #include "quartet/core/kernels_config.hpp"  // KernelsConfig ([kernels]), ProfileConfig ([profile])
 #include "quartet/core/reward_config.hpp"   // RewardConfig ([reward])
+#include "quartet/core/rm_config.hpp"       // RmConfig ([rm])
 #include "quartet/core/sft_config.hpp"      // SftConfig ([sft])
 #include "quartet/core/dpo_config.hpp"      // DpoConfig ([dpo])
 
@@ -50,6 +51,9 @@ struct PlacementConfig {        // [placement]
   // Colocated: whether the idle models' parameter and gradient shards move to host memory
   // while another model works. auto = only when the memory plan does not fit without it.
   Parking park = Parking::automatic;
+  // Not a key: whether the layout must give the actor ranks. false for a deck of a stage that
+  // trains another role alone (an rm deck, rm.data set: the reward model on every rank).
+  bool needs_actor = true;
 };
 
 struct DistConfig {             // [dist]
@@ -254,6 +258,7 @@ struct Config {
   EvalConfig eval;
   SftConfig sft;  // [sft]: quartet sft only
   DpoConfig dpo;  // [dpo]: quartet dpo only
+  RmConfig rm;    // [rm]: quartet rm only
 };
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.

@@ -3,7 +3,8 @@
 //   disjoint  - each role gets its own block of ranks, in role order actor, critic, reference,
 //               reward (e.g. 4/2/1/1 on 8 ranks); a count of 0 leaves the role out.
 //   colocated - every role spans every rank and the phases take turns.
-// Impossible layouts are refused here, before any GPU work, naming the deck key.
+// Impossible layouts are refused here, before any GPU work, naming the deck key. Every layout
+// gives the actor ranks, except an rm deck's (PlacementConfig::needs_actor: the reward alone).
 #include <array>
 #include <cstdint>
 #include <string>

@@ -4,7 +4,8 @@
 // sized by the section's keys), the head the role needs, the dtype and whether it is trained.
 //   actor, reference  causal_lm          (reference: the actor's path when its own is empty)
 //   critic            token_value        (trained)
-//   reward            sequence_reward    (frozen; no path = a rule reward, no model)
+//   reward            sequence_reward    (frozen, but trained by `quartet rm`; no path = a rule
+//                                        reward, no model)
 // Errors name the deck key (file:line).
 #include <torch/types.h>
 
@@ -28,11 +29,15 @@ struct ModelSpec {
   std::string dir;      // the Hugging Face directory to load weights from; "" for random weights
   bool random = false;  // random weights (random:FILE.json or random:<family>)
   torch::ScalarType dtype = torch::kFloat32;
-  bool trained = false;  // actor and critic
+  bool trained = false;  // actor and critic; the reward in an rm deck
 };
 
 Head head_of(Role role);
-bool is_trained(Role role);
+// Whether the deck's command trains the role: train the actor and critic (the sft deck's actor
+// too), quartet rm (an rm deck, rm.data set) the reward model.
+bool is_trained(const Config& config, Role role);
+// The role whose tokenizer is the run's: the actor's, or in an rm deck the reward model's.
+Role tokenizer_role(const Config& config);
 // The [model.<role>] section of the config.
 const ModelSectionConfig& model_section(const Config& config, Role role);
 // "float32" | "bfloat16" | "float16" as a dtype; anything else is a quartet::Error.

@@ -46,7 +46,8 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
 // theirs.
 HeadSource head_source_of(Role role, bool trained);
 
-// The tokenizer of the run: the actor's model directory's, or the built-in character one.
+// The tokenizer of the run: the actor's model directory's (an rm deck's: the reward model's), or
+// the built-in character one for a random model.
 std::unique_ptr<Tokenizer> run_tokenizer(const Config& config);
 // Every model the run builds (a role with ranks and a model) can be loaded (its weights by
 // model/weight_map.hpp's rules, headers only), takes the run's token ids and its sequences

@@ -9,6 +9,11 @@
 // its own, or colocated), each pass holding both sides of train.micro_batch pairs: 2 x
 // train.micro_batch sequences of dpo.max_tokens tokens (the reference's pass as scoring; it is
 // released after scoring every pair, which the plan does not count on).
+// An rm deck (rm.data set) as a trained reward model alone (model_spec.hpp is_trained) whose
+//   train phase     micro-batches of train.micro_batch pairs: both sides in one forward, 2 x
+//                   train.micro_batch sequences as wide as the longest prompt plus the longest
+//                   response, at most 2 x (rm.max_tokens - 1) tokens (rl/pair_dataset.hpp's layout)
+//   score phase     the held-out pairs, train.micro_batch of them (both sides) a forward
 // Any other deck is train's and is planned as it is.
 #include "quartet/core/config.hpp"
 
@@ -16,6 +21,11 @@ namespace quartet {
 
 bool is_sft_deck(const Config& config);
 bool is_dpo_deck(const Config& config);
+bool is_rm_deck(const Config& config);
+
+// The widest batch of pairs of an rm deck: the longest prompt plus the longest response, each
+// side at most rm.max_tokens long.
+int64_t widest_pair_batch(const Config& config);
 
 Config stage_plan_config(const Config& config);
 
