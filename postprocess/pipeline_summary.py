@@ -7,7 +7,8 @@ Reads <dir>/{sft,rm,ppo,grpo}/run.h5 (those that exist) and prints one table:
   - sft   the last held-out evaluation's greedy exact match (/eval/exact_match);
   - rm    the last held-out pairwise accuracy (/eval/accuracy): how often the reward model
           ranks the rule's preferred response first;
-  - ppo, grpo  the held-out greedy exact match before the first iteration and after the last
+  - ppo, grpo  (ppo is named as trained on the rule when there is no rm run: the demo's stand-in)
+          the held-out greedy exact match before the first iteration and after the last
           (/eval/greedy_pass@1 graded by eval.reward = match), and the training reward's mean
           over the first and the last five iterations (/metrics/reward_mean).
 A stage whose training reward rose while its held-out exact match did not is named as reward
@@ -60,6 +61,8 @@ def summarise(directory):
         if not os.path.exists(path):
             continue
         run = quartet_run.open_run(path, retries=3)
+        if stage == "ppo" and not os.path.exists(os.path.join(directory, "rm", "run.h5")):
+            what = "the rule (no RM yet)"  # cmake/pipeline.sh's stand-in while there is no rm stage
         if stage == "sft":
             lines.append(f"{stage:<6} {what:<24} {last_eval(run, 'exact_match'):<22.3f} -")
         elif stage == "rm":
