@@ -2,14 +2,16 @@
 #
 #   make          build build/quartet and the tests (runs `make deps` first)
 #   make test     deps, build, then every test through ctest (MPI tests launch mpirun themselves)
-#   make run      deps, build, then the CPU demo: PPO on tiny models learning to sort digits
+#   make run      deps, build, then the CPU demo: the whole pipeline (SFT, a reward model, PPO and
+#                 GRPO) on tiny models learning to sort digits; DECK=... runs one deck instead
 #   make deps     check (and on Debian/Ubuntu install) what the build needs; find LibTorch
 #   make clean    remove build/
 #   make help     this summary, with the variables you can set
 #
 # The targets are thin: their shell logic is in cmake/deps.sh (system packages, LibTorch),
 # cmake/build.sh (configure when needed, then build) and cmake/run.sh (mpirun on the ranks that
-# `quartet plan DECK --ranks-needed` names), which ctest's shellcheck test checks.
+# `quartet plan DECK --ranks-needed` names) and cmake/pipeline.sh (the demo), which ctest's
+# shellcheck test checks.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
@@ -32,7 +34,7 @@ JOBS       :=# parallel compile jobs (empty: ninja's default)
 CTEST_JOBS := 2
 CTEST_ARGS :=# extra ctest arguments, e.g. -R deck
 CMAKE_ARGS :=# extra cmake options (-DQUARTET_WERROR=ON); kept in the CMake cache
-DECK       := inputs/demo.deck
+DECK       :=# empty: make run runs the pipeline demo (cmake/pipeline.sh); else quartet COMMAND DECK
 COMMAND    := train# the quartet command make run runs (selfcheck with DECK=inputs/selfcheck.deck)
 NP         :=# ranks for make run (empty: quartet plan DECK --ranks-needed, else 4)
 RUN_ARGS   :=# extra quartet arguments for make run, e.g. --set dist.watchdog_timeout=30
@@ -64,9 +66,10 @@ build: deps
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_JOBS) $(CTEST_ARGS)
 
-# Open MPI as root, one OpenMP thread per rank, the demo afresh unless RESUME=1: cmake/run.sh.
+# The pipeline demo (cmake/pipeline.sh), or one deck under mpirun (cmake/run.sh: Open MPI as
+# root, one OpenMP thread per rank, inputs/demo.deck afresh unless RESUME=1).
 run: build
-	@bash cmake/run.sh "$(COMMAND)" "$(DECK)" $(RUN_ARGS)
+	@if [ -z "$(DECK)" ]; then bash cmake/pipeline.sh; else bash cmake/run.sh "$(COMMAND)" "$(DECK)" $(RUN_ARGS); fi
 
 clean:
 	rm -rf -- $(BUILD)
@@ -76,7 +79,8 @@ help:
 	@echo
 	@echo "  make            build $(BUILD)/quartet and the tests (runs deps first)"
 	@echo "  make test       deps + build + ctest (-j$(CTEST_JOBS), per-test timeouts from CMake)"
-	@echo "  make run        deps + build + mpirun -np NP $(BUILD)/quartet $(COMMAND) $(DECK)"
+	@echo "  make run        deps + build + the pipeline demo (cmake/pipeline.sh, runs/pipeline/)"
+	@echo "  make run DECK=inputs/demo.deck   deps + build + mpirun -np NP $(BUILD)/quartet $(COMMAND) DECK"
 	@echo "  make deps       check/install system packages (Debian/Ubuntu), locate LibTorch"
 	@echo "  make clean      remove $(BUILD)/ (the cached venv stays)"
 	@echo "  make help       this text"
@@ -88,7 +92,7 @@ help:
 	@echo "    $(VENV)"
 	@echo
 	@echo "Variables: JOBS=N (compile jobs)  CTEST_JOBS=N  CTEST_ARGS='-R deck'  CMAKE_ARGS='-D...'"
-	@echo "           DECK=$(DECK) COMMAND=$(COMMAND) RUN_ARGS='--set section.key=value' RESUME=1"
+	@echo "           DECK=inputs/demo.deck COMMAND=$(COMMAND) RUN_ARGS='--set section.key=value' RESUME=1"
 	@echo "           NP=$(or $(NP),N) (default: quartet plan DECK --ranks-needed; 4 where the deck fixes no number)"
 	@echo "           SKIP_SYSTEM_DEPS=1"
 	@echo "           QUARTET_PYTHON=/path/to/python (parity tests)  BUILD=$(BUILD)"
