@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "quartet/core/files.hpp"
 #include "quartet/core/hf_cache.hpp"
@@ -712,6 +713,15 @@ EvalConfig load_eval(const Deck& deck) {
 }
 
 }  // namespace
+
+void refuse_other_stages(const Config& config, const std::string& command) {
+  const std::pair<const char*, bool> stages[] = {
+      {"sft", config.sft.enabled()}, {"rm", config.rm.enabled()}, {"dpo", config.dpo.enabled()}};
+  for (const auto& [stage, set] : stages)
+    if (set && command != stage)
+      config.deck.fail(std::string(stage) + ".data", std::string("is set: this is a deck of quartet ") + stage +
+                                                         " DECK, and quartet " + command + " does not read [" + stage + "]");
+}
 
 Config load_config(const Deck& deck) {
   Config c{deck,

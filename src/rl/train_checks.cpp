@@ -81,9 +81,8 @@ void check_roles(const Config& cfg, const Placement& placement) {
 }  // namespace
 
 void check_train_deck(const Config& cfg, const Placement& placement) {
-  // An rm deck trains the reward model alone (and may give the actor no ranks).
-  if (cfg.rm.enabled())
-    cfg.deck.fail("rm.data", "is set: this deck trains a reward model (quartet rm DECK), not a policy");
+  // A stage's deck (an rm deck may give the actor no ranks) is refused before its placement is.
+  refuse_other_stages(cfg, "train");
   check_roles(cfg, placement);
   if (cfg.rollout.prompts.empty()) cfg.deck.fail("rollout.prompts", "is not set: train needs a prompts file");
   if (cfg.profile.iteration > cfg.run.iterations)

@@ -92,7 +92,7 @@ class DpoObjective : public StageObjective {
   }
 
   StageLoss loss(RoleModel& model, const StageMicroBatch& mb) override {
-    const PairValues policy = pair_logps(*model.model, pair_batch_of(mb), scoring_.view, scoring_.kind);
+    const PairValues policy = pair_logps(*model.model, dpo_batch_of(mb), scoring_.view, scoring_.kind);
     const auto [ref_chosen, ref_rejected] = reference_of(mb);
     const PairLogps logps{policy.chosen, policy.rejected, ref_chosen, ref_rejected};
     const PairLoss l = dpo_loss(logps, options_);
@@ -130,8 +130,7 @@ int64_t dpo_steps(const DpoConfig& dpo, int64_t pairs, int ranks) {
 void check_dpo_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
   if (!cfg.dpo.enabled()) deck.fail("dpo.data", "is not set: name the preference pairs to train on (docs/dpo.md)");
-  if (cfg.sft.enabled())
-    deck.fail("sft.data", "is set, but quartet dpo trains on [dpo]'s pairs: a deck is an sft deck or a dpo deck");
+  refuse_other_stages(cfg, "dpo");
   if (cfg.run.iterations != RunConfig{}.iterations)
     deck.fail("run.iterations", "is set, but quartet dpo counts steps: give dpo.steps or dpo.epochs instead");
   for (Role role : {Role::critic, Role::reward})

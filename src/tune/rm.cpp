@@ -88,7 +88,7 @@ int64_t rm_steps(const RmConfig& rm, int64_t pairs, int ranks) {
 void check_rm_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
   if (!cfg.rm.enabled()) deck.fail("rm.data", "is not set: name the preference pairs to train on (docs/rm.md)");
-  if (cfg.sft.enabled()) deck.fail("sft.data", "is set, but quartet rm trains a reward model: leave [sft] to quartet sft");
+  refuse_other_stages(cfg, "rm");
   // Away from its default (a resolved deck spells the default out, and is fine).
   if (cfg.run.iterations != RunConfig{}.iterations)
     deck.fail("run.iterations", "is set, but quartet rm counts steps: give rm.steps or rm.epochs instead");

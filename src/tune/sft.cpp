@@ -102,7 +102,7 @@ int64_t sft_steps(const SftConfig& sft, int64_t rows, int ranks) {
 void check_sft_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
   if (!cfg.sft.enabled()) deck.fail("sft.data", "is not set: name the demonstrations to train on (docs/sft.md)");
-  if (cfg.rm.enabled()) deck.fail("rm.data", "is set: this deck trains a reward model (quartet rm DECK), not the actor");
+  refuse_other_stages(cfg, "sft");
   // Away from its default (a resolved deck spells the default out, and is fine).
   if (cfg.run.iterations != RunConfig{}.iterations)
     deck.fail("run.iterations", "is set, but quartet sft counts steps: give sft.steps or sft.epochs instead");

@@ -273,4 +273,8 @@ const boost::program_options::options_description& deck_schema();
 // Typed, range-checked configuration. Throws DeckError naming key and line.
 Config load_config(const Deck& deck);
 
+// A deck belongs to one command: a set [sft], [rm] or [dpo] data key makes it that stage's deck.
+// `command` ("train", "sft", "rm", "dpo") refuses the other stages' sections, naming the key.
+void refuse_other_stages(const Config& config, const std::string& command);
+
 }  // namespace quartet
