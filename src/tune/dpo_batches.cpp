@@ -42,8 +42,8 @@ StageMicroBatch pair_micro_batch(const PairDataset& pairs, const std::vector<int
   return mb;
 }
 
-PairBatch pair_batch_of(const StageMicroBatch& mb) {
-  QUARTET_CHECK(mb.tensors.size() >= 7, "pair_batch_of: not a micro-batch of pairs");
+PairBatch dpo_batch_of(const StageMicroBatch& mb) {
+  QUARTET_CHECK(mb.tensors.size() >= 7, "dpo_batch_of: not a micro-batch of pairs");
   const auto& t = mb.tensors;
   PairBatch b;
   b.chosen = {t[0], t[1], t[2]};

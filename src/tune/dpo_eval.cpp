@@ -42,7 +42,7 @@ StageEval DpoEvaluator::evaluate(RoleModel* actor, int64_t done) {
       }
       const StageMicroBatch mb = pair_micro_batch(pairs_, chunks[static_cast<size_t>(k)], scoring_.pad_id,
                                                   scoring_.max_width, reference_, model.device());
-      const PairValues policy = score_pair_logps(model, pair_batch_of(mb), 2 * static_cast<int64_t>(mb.units),
+      const PairValues policy = score_pair_logps(model, dpo_batch_of(mb), 2 * static_cast<int64_t>(mb.units),
                                                  scoring_.view, scoring_.kind);
       const auto [ref_chosen, ref_rejected] = reference_of(mb);
       const PairLogps logps{policy.chosen, policy.rejected, ref_chosen, ref_rejected};

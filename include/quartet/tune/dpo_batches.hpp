@@ -34,7 +34,7 @@ struct ReferenceLogps {
 StageMicroBatch pair_micro_batch(const PairDataset& pairs, const std::vector<int64_t>& rows, int64_t pad_id,
                                  int64_t max_width, const ReferenceLogps& reference, torch::Device device);
 // The pair batch a micro-batch carries, and its reference log-probs ([N] each; undefined when absent).
-PairBatch pair_batch_of(const StageMicroBatch& mb);
+PairBatch dpo_batch_of(const StageMicroBatch& mb);
 std::pair<torch::Tensor, torch::Tensor> reference_of(const StageMicroBatch& mb);
 
 // A rank's scoring turn without pairs: one pad token through score_logprobs (its result dropped),
