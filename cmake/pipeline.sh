@@ -45,17 +45,14 @@ stage sft inputs/pipeline/sft.deck
 show "$quartet" export "$out/sft/checkpoints/latest" --out "$out/sft/hf"
 
 say "2/4 rm: pairs labelled by the rule -> a reward model"
-if ! "$quartet" rm --help >/dev/null 2>&1; then
-  echo "skipped: this build has no \`quartet rm\`; stage 3 runs against the rule instead"
-else
-  show "$python" inputs/prepare/make_sort_pairs.py --seed 1 --out "$out/pairs.jsonl" inputs/prompts/sort_digits.jsonl
-  show "$python" inputs/prepare/make_sort_pairs.py --seed 2 --out "$out/pairs_heldout.jsonl" \
-    inputs/prompts/sort_digits_heldout.jsonl
-  stage rm inputs/pipeline/rm.deck
-  show "$quartet" export "$out/rm/checkpoints/latest" --out "$out/rm/hf"
-fi
+show "$python" inputs/prepare/make_sort_pairs.py --seed 1 --pairs-per-prompt 1 --prompts "$out/rl_prompts.jsonl" \
+  --out "$out/pairs.jsonl"
+show "$python" inputs/prepare/make_sort_pairs.py --seed 2 --prompts inputs/prompts/sort_digits_heldout.jsonl \
+  --out "$out/pairs_heldout.jsonl"
+stage rm inputs/pipeline/rm.deck
+show "$quartet" export "$out/rm/checkpoints/latest" --out "$out/rm/hf"
 
-say "3/4 ppo: the SFT policy against the learnt reward model (for now the rule, a stand-in)"
+say "3/4 ppo: the SFT policy against the learnt reward model"
 stage train inputs/pipeline/ppo.deck
 
 say "4/4 grpo: the SFT policy against the rule"

@@ -7,12 +7,12 @@ Reads <dir>/{sft,rm,ppo,grpo}/run.h5 (those that exist) and prints one table:
   - sft   the last held-out evaluation's greedy exact match (/eval/exact_match);
   - rm    the last held-out pairwise accuracy (/eval/accuracy): how often the reward model
           ranks the rule's preferred response first;
-  - ppo, grpo  (ppo is named as trained on the rule when there is no rm run: the demo's stand-in)
-          the held-out greedy exact match before the first iteration and after the last
+  - ppo, grpo  the held-out greedy exact match before the first iteration and after the last
           (/eval/greedy_pass@1 graded by eval.reward = match), and the training reward's mean
           over the first and the last five iterations (/metrics/reward_mean).
-A stage whose training reward rose while its held-out exact match did not is named as reward
-hacking: the policy pleased its reward without doing the task better. Exit 1 when a run file
+Under the table, a stage whose training reward rose while its held-out exact match did not is
+named as reward hacking: over the whole run, or from its best evaluation to its end (the policy
+went on pleasing its reward after it had stopped doing the task better). Exit 1 when a run file
 is missing a number the table needs.
 """
 
@@ -42,15 +42,32 @@ def last_eval(run, name):
     return float(values[-1])
 
 
-def rl_row(run):
-    """(exact match before, after, reward over the first five iterations, the last five)."""
+def rl_evaluations(run):
+    """[(iteration, held-out exact match, the training reward's mean over the five iterations
+    up to it; the first five for the evaluation before the first iteration)]."""
     iterations = run.eval_iterations
     exact = run.eval_metric("greedy_pass@1")
     if len(exact) < 2 or iterations[0] != 0:
         raise quartet_run.RunFileError(f"{run.path}: needs an evaluation before the first iteration "
                                        "(eval.at_start = true) and one after the last")
-    reward = run.metric("reward_mean")
-    return float(exact[0]), float(exact[-1]), float(reward[:5].mean()), float(reward[-5:].mean())
+    reward, done = run.metric("reward_mean"), run.iterations
+    points = []
+    for it, e in zip(iterations, exact):
+        near = reward[(done <= max(int(it), 5)) & (done > max(int(it), 5) - 5)]
+        points.append((int(it), float(e), float(near.mean())))
+    return points
+
+
+def hacking(stage, points):
+    """The reward-hacking line of a stage, or None: the reward rose by REWARD_RISE while exact
+    match rose by less than ACCURACY_RISE, from the start or from the best evaluation on."""
+    best = max(range(len(points)), key=lambda i: (points[i][1], -i))
+    for start, since in ((0, "over the run"), (best, f"after its best evaluation (iteration {points[best][0]})")):
+        (_, e0, r0), (_, e1, r1) = points[start], points[-1]
+        if start < len(points) - 1 and r1 - r0 >= REWARD_RISE and e1 - e0 < ACCURACY_RISE:
+            return (f"{stage}: reward hacking {since}: its training reward rose by {r1 - r0:.3f} while held-out "
+                    f"exact match moved by {e1 - e0:+.3f}")
+    return None
 
 
 def summarise(directory):
@@ -61,20 +78,19 @@ def summarise(directory):
         if not os.path.exists(path):
             continue
         run = quartet_run.open_run(path, retries=3)
-        if stage == "ppo" and not os.path.exists(os.path.join(directory, "rm", "run.h5")):
-            what = "the rule (no RM yet)"  # cmake/pipeline.sh's stand-in while there is no rm stage
         if stage == "sft":
             lines.append(f"{stage:<6} {what:<24} {last_eval(run, 'exact_match'):<22.3f} -")
         elif stage == "rm":
             accuracy = f"pairwise accuracy {last_eval(run, 'accuracy'):.3f}"
             lines.append(f"{stage:<6} {what:<24} {accuracy:<22} -")
         else:
-            before, after, r0, r1 = rl_row(run)
-            exact = f"{before:.3f} -> {after:.3f}"
-            lines.append(f"{stage:<6} {what:<24} {exact:<22} {r0:.3f} -> {r1:.3f}")
-            if r1 - r0 >= REWARD_RISE and after - before < ACCURACY_RISE:
-                warnings.append(f"{stage}: reward hacking: its training reward rose by {r1 - r0:.3f} while "
-                                f"held-out exact match moved by {after - before:+.3f}")
+            points = rl_evaluations(run)
+            reward = run.metric("reward_mean")
+            exact = f"{points[0][1]:.3f} -> {points[-1][1]:.3f}"
+            lines.append(f"{stage:<6} {what:<24} {exact:<22} {reward[:5].mean():.3f} -> {reward[-5:].mean():.3f}")
+            line = hacking(stage, points)
+            if line:
+                warnings.append(line)
     return lines, warnings
 
 

@@ -25,6 +25,7 @@ sys.path.insert(0, POSTPROCESS)
 
 import compare_runs  # noqa: E402
 import phase_table  # noqa: E402
+import pipeline_summary  # noqa: E402
 import plot_run  # noqa: E402
 import quartet_run  # noqa: E402
 import show_rollouts  # noqa: E402
@@ -550,6 +551,26 @@ class DemoRunTest(unittest.TestCase):
         else:
             self.assertEqual(result.returncode, 1)
             self.assertIn("no complete rollouts", result.stderr)
+
+
+class PipelineSummaryTest(unittest.TestCase):
+    """The reward-hacking line of postprocess/pipeline_summary.py: (iteration, exact match, reward)."""
+
+    def test_a_stage_that_learns_is_not_named(self):
+        self.assertIsNone(pipeline_summary.hacking("grpo", [(0, 0.40, 0.83), (10, 0.78, 0.90), (30, 0.80, 0.91)]))
+
+    def test_reward_up_and_accuracy_flat_over_the_run_is_named(self):
+        line = pipeline_summary.hacking("ppo", [(0, 0.40, 0.2), (10, 0.40, 1.0), (30, 0.41, 2.5)])
+        self.assertIn("ppo: reward hacking over the run", line)
+        self.assertIn("rose by 2.300", line)
+
+    def test_reward_up_after_the_best_evaluation_is_named(self):
+        line = pipeline_summary.hacking("ppo", [(0, 0.40, 0.26), (10, 0.64, 1.70), (30, 0.62, 2.74)])
+        self.assertIn("after its best evaluation (iteration 10)", line)
+        self.assertIn("moved by -0.020", line)
+
+    def test_a_small_reward_rise_after_the_best_is_not_named(self):
+        self.assertIsNone(pipeline_summary.hacking("ppo", [(0, 0.40, 0.26), (10, 0.64, 1.70), (30, 0.62, 1.75)]))
 
 
 if __name__ == "__main__":
