@@ -42,11 +42,10 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prepare_prompts import (READERS, SHOWN_SKIPS, Fatal, Model, RowError, a_type, check_messages,  # noqa: E402
-                             input_files, jsonable)
+from prepare_prompts import (Fatal, Model, RowError, a_type, check_messages, input_files, jsonable,  # noqa: E402
+                             write_prepared)
 
 FORMAT_VERSION = 1
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
@@ -238,42 +237,15 @@ def prepare(args):
     model = Model(args.model)
     demos = Demonstrations(args, model)
     files = input_files(args.data, args.format)
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(out_dir, exist_ok=True)
-    sources, written, skipped = [], 0, 0
-    with tempfile.TemporaryFile("w+", encoding="utf-8", dir=out_dir) as rows:
-        for path, kind in files:
-            read = ok = 0
-            for where, row in READERS[kind](path):
-                read += 1
-                try:
-                    if isinstance(row, RowError):
-                        raise row
-                    prepared = demos.row(row, where)
-                    rows.write(json.dumps(prepared, ensure_ascii=False, allow_nan=False) + "\n")
-                    demos.templated += "messages" in prepared
-                    ok += 1
-                except RowError as e:
-                    if args.on_error == "fail":
-                        raise Fatal(f"{where}: {e} (--on-error skip leaves such rows out)") from None
-                    if skipped < SHOWN_SKIPS:
-                        print(f"prepare_sft: skipped {where}: {e}", file=sys.stderr)
-                    skipped += 1
-            sources.append({"path": os.path.abspath(path), "format": kind, "rows": read, "prepared": ok})
-            written += ok
-        if written == 0:
-            raise Fatal(f"no row could be prepared ({skipped} skipped)")
-        tmp = args.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(json.dumps(header(args, model, demos, sources, written, skipped), ensure_ascii=False) + "\n")
-            rows.seek(0)
-            for line in rows:
-                out.write(line)
-        os.replace(tmp, args.out)
-    if skipped > SHOWN_SKIPS:
-        print(f"prepare_sft: ... and {skipped - SHOWN_SKIPS} more", file=sys.stderr)
-    if skipped:
-        print(f"prepare_sft: skipped {skipped} of {written + skipped} rows (--on-error skip)")
+
+    def row(record, where):
+        prepared = demos.row(record, where)
+        demos.templated += "messages" in prepared
+        return prepared
+
+    written, _ = write_prepared(args.out, files, row,
+                                lambda sources, written, skipped: header(args, model, demos, sources, written, skipped),
+                                args.on_error, "prepare_sft")
     print(f"prepare_sft: {written} demonstrations ({demos.templated} through the chat template, assistant tokens by "
           f"{demos.mask_method if demos.templated else 'response'}) from {len(files)} file(s) -> {args.out}")
 
