@@ -19,6 +19,7 @@
 #include "quartet/tune/dpo_reference.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/stage.hpp"
+#include "quartet/tune/stage_deck.hpp"
 #include "quartet/tune/stage_plan.hpp"
 
 namespace quartet {
@@ -129,10 +130,7 @@ int64_t dpo_steps(const DpoConfig& dpo, int64_t pairs, int ranks) {
 
 void check_dpo_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  if (!cfg.dpo.enabled()) deck.fail("dpo.data", "is not set: name the preference pairs to train on (docs/dpo.md)");
-  refuse_other_stages(cfg, "dpo");
-  if (cfg.run.iterations != RunConfig{}.iterations)
-    deck.fail("run.iterations", "is set, but quartet dpo counts steps: give dpo.steps or dpo.epochs instead");
+  check_stage_deck_keys(cfg, "dpo", cfg.dpo.enabled(), "the preference pairs");
   for (Role role : {Role::critic, Role::reward})
     if (placement.has(role))
       deck.fail(std::string("placement.") + role_name(role),

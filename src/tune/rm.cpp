@@ -15,6 +15,7 @@
 #include "quartet/tune/pair_stage.hpp"
 #include "quartet/tune/rm_eval.hpp"
 #include "quartet/tune/stage.hpp"
+#include "quartet/tune/stage_deck.hpp"
 #include "quartet/tune/stage_plan.hpp"
 
 namespace quartet {
@@ -87,11 +88,7 @@ int64_t rm_steps(const RmConfig& rm, int64_t pairs, int ranks) {
 
 void check_rm_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  if (!cfg.rm.enabled()) deck.fail("rm.data", "is not set: name the preference pairs to train on (docs/rm.md)");
-  refuse_other_stages(cfg, "rm");
-  // Away from its default (a resolved deck spells the default out, and is fine).
-  if (cfg.run.iterations != RunConfig{}.iterations)
-    deck.fail("run.iterations", "is set, but quartet rm counts steps: give rm.steps or rm.epochs instead");
+  check_stage_deck_keys(cfg, "rm", cfg.rm.enabled(), "the preference pairs");
   for (Role role : {Role::actor, Role::critic, Role::reference})
     if (placement.has(role))
       deck.fail(std::string("placement.") + role_name(role),

@@ -13,6 +13,7 @@
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/sft_eval.hpp"
 #include "quartet/tune/stage.hpp"
+#include "quartet/tune/stage_deck.hpp"
 #include "quartet/tune/stage_plan.hpp"
 
 namespace quartet {
@@ -101,11 +102,7 @@ int64_t sft_steps(const SftConfig& sft, int64_t rows, int ranks) {
 
 void check_sft_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  if (!cfg.sft.enabled()) deck.fail("sft.data", "is not set: name the demonstrations to train on (docs/sft.md)");
-  refuse_other_stages(cfg, "sft");
-  // Away from its default (a resolved deck spells the default out, and is fine).
-  if (cfg.run.iterations != RunConfig{}.iterations)
-    deck.fail("run.iterations", "is set, but quartet sft counts steps: give sft.steps or sft.epochs instead");
+  check_stage_deck_keys(cfg, "sft", cfg.sft.enabled(), "the demonstrations");
   for (Role role : {Role::critic, Role::reference, Role::reward})
     if (placement.has(role))
       deck.fail(std::string("placement.") + role_name(role),
