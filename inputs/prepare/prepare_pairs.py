@@ -307,17 +307,7 @@ def prepare(args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    # Offline, before transformers is imported: nothing is fetched, whatever the environment says.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        prepare(args)
-    except Fatal as e:
-        print(f"{PROGRAM}: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return pp.run_offline(prepare, parse_args(argv), PROGRAM)
 
 
 if __name__ == "__main__":

@@ -456,18 +456,22 @@ def prepare(args):
           f"from {len(files)} file(s) -> {args.out}")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # Offline, before transformers is imported: nothing is fetched, whatever the environment says.
+def run_offline(prepare, args, program):
+    """prepare(args) offline (set before transformers is imported: nothing is fetched, whatever the
+    environment says); a Fatal error printed as `program: error: ...`. The exit status."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         prepare(args)
     except Fatal as e:
-        print(f"prepare_prompts: error: {e}", file=sys.stderr)
+        print(f"{program}: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None):
+    return run_offline(prepare, parse_args(argv), "prepare_prompts")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from prepare_prompts import (Fatal, Model, RowError, a_type, check_messages, input_files, jsonable,  # noqa: E402
-                             write_prepared)
+                             run_offline, write_prepared)
 
 FORMAT_VERSION = 1
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
@@ -251,16 +251,7 @@ def prepare(args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        prepare(args)
-    except Fatal as e:
-        print(f"prepare_sft: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_offline(prepare, parse_args(argv), "prepare_sft")
 
 
 if __name__ == "__main__":
