@@ -90,6 +90,10 @@ def parse_args(argv):
                          "than rollout.max_prompt_tokens)")
     ap.add_argument("--on-error", choices=["fail", "skip"], default="fail",
                     help="a bad row: stop (default) or leave it out and count it")
+    ap.add_argument("--reward-model", metavar="DIR",
+                    help="a reward model whose tokenizer is not the actor's: each row also carries the text "
+                         "its chat template renders around the reply (reward_prefix, reward_suffix), which "
+                         "train tokenizes each completion in with that model's tokenizer (docs/rewards.md)")
     args = ap.parse_args(argv)
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         ap.error(f"--max-prompt-tokens must be at least 1, not {args.max_prompt_tokens}")
@@ -132,13 +136,13 @@ def template_from_files(model_dir):
 
 
 class Model:
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, option="--model"):
         if not os.path.isdir(model_dir):
-            raise Fatal(f"--model {model_dir}: not a directory (give the model's local directory)")
+            raise Fatal(f"{option} {model_dir}: not a directory (give the model's local directory)")
         self.dir = os.path.abspath(model_dir)
         self.tokenizer_json = os.path.join(self.dir, "tokenizer.json")
         if not os.path.isfile(self.tokenizer_json):
-            raise Fatal(f"--model {model_dir}: no tokenizer.json (quartet reads a model's tokenizer.json; "
+            raise Fatal(f"{option} {model_dir}: no tokenizer.json (quartet reads a model's tokenizer.json; "
                         "for random: actors write the built-in one with `quartet tokenize random: --write-files DIR`)")
         with open(self.tokenizer_json, "rb") as f:
             self.tokenizer_sha256 = sha256_hex(f.read())
@@ -150,22 +154,22 @@ class Model:
         try:
             self.tok = AutoTokenizer.from_pretrained(self.dir, local_files_only=True)
         except Exception as e:  # transformers' own message says what is missing
-            raise Fatal(f"--model {model_dir}: transformers cannot load its tokenizer: {e}") from e
+            raise Fatal(f"{option} {model_dir}: transformers cannot load its tokenizer: {e}") from e
         if not getattr(self.tok, "is_fast", False):
-            raise Fatal(f"--model {model_dir}: transformers loaded a slow tokenizer; quartet needs the "
+            raise Fatal(f"{option} {model_dir}: transformers loaded a slow tokenizer; quartet needs the "
                         "tokenizer.json one (the `tokenizers` library)")
         self.file_tokenizer = tokenizers.Tokenizer.from_file(self.tokenizer_json)
         self.transformers_differ = 0  # rows where transformers' own pipeline gives other ids
         self.template, self.template_source = template_from_files(self.dir)
-        self.check_template()
+        self.check_template(option)
 
-    def check_template(self):
+    def check_template(self, option):
         """transformers' template must be the one quartet will find in the directory."""
         hf = self.tok.chat_template
         if isinstance(hf, dict):
             hf = hf.get("default")
         if hf != self.template:
-            raise Fatal(f"--model {self.dir}: the chat template transformers uses is not the one quartet "
+            raise Fatal(f"{option} {self.dir}: the chat template transformers uses is not the one quartet "
                         f"finds ({self.template_source or 'none'}); docs/data.md says where quartet looks")
         self.template_sha256 = sha256_hex(self.template.encode("utf-8")) if self.template is not None else None
 
@@ -182,6 +186,73 @@ class Model:
 
     def raw(self, text):
         return text, self.encode(text, add_special_tokens=True)
+
+
+# ---- the reward model's rendering --------------------------------------------------------------
+
+REPLY = "QUARTET-REPLY-5f0c"  # stands for the completion in the rendered conversation
+# What a template may do to the reply's text that train does too (rl/reward_retokenizer.hpp):
+# Jinja's trim is Python's str.strip(); Qwen3's templates lstrip newlines.
+TRANSFORMS = {"none": lambda t: t, "strip": str.strip, "lstrip_newlines": lambda t: t.lstrip("\n")}
+PROBES = [" \n a reply \t", "\n\na reply\n", "a reply"]
+
+
+class RewardRenderer:
+    """The text a reward model with a tokenizer of its own reads around each completion: its chat
+    template renders the prompt's conversation plus an assistant reply (as prepare_pairs.py renders
+    the pairs it is trained on), split where the reply goes; without a template, the raw prompt."""
+
+    def __init__(self, model_dir):
+        self.model = Model(model_dir, option="--reward-model")
+        self.transform = "none"
+        if self.model.template is not None:
+            self.transform = self.find_transform()
+
+    def split(self, messages, reply):
+        whole = self.model.tok.apply_chat_template(messages + [{"role": "assistant", "content": reply}],
+                                                   tokenize=False)
+        if not isinstance(whole, str) or whole.count(REPLY) != 1:
+            raise RowError("the reward model's chat template does not render the reply once, as it is")
+        return whole.split(REPLY)
+
+    def find_transform(self):
+        """How the template changes a reply's text, from probes: one of TRANSFORMS, or a Fatal."""
+        messages = [{"role": "user", "content": "a question"}]
+        try:
+            prefix, suffix = self.split(messages, REPLY)
+            rendered = [self.model.tok.apply_chat_template(messages + [{"role": "assistant", "content": p}],
+                                                           tokenize=False) for p in PROBES]
+        except Exception as e:
+            raise Fatal(f"--reward-model {self.model.dir}: its chat template cannot render a conversation with a "
+                        f"reply: {e}") from e
+        for name, f in TRANSFORMS.items():
+            if all(r == prefix + f(p) + suffix for r, p in zip(rendered, PROBES)):
+                return name
+        raise Fatal(f"--reward-model {self.model.dir}: its chat template ({self.model.template_source}) changes a "
+                    "reply's text in a way quartet does not reproduce (it keeps the reply as it is, strips it, or "
+                    "strips its leading newlines)")
+
+    def row(self, messages, raw_prompt):
+        """(reward_prefix, reward_suffix) of a row: its chat (or its raw prompt as one user message)."""
+        if self.model.template is None:
+            if raw_prompt is None:
+                raise RowError(f"the reward model ({self.model.dir}) has no chat template to render the chat with")
+            return raw_prompt, ""
+        chat = messages if messages is not None else [{"role": "user", "content": raw_prompt}]
+        try:
+            prefix, suffix = self.split(chat, REPLY)
+        except RowError:
+            raise
+        except Exception as e:  # the template's own error (a role it refuses, say)
+            raise RowError(f"the reward model's chat template refuses it: {e}") from e
+        return prefix, suffix
+
+    def header(self):
+        m = self.model
+        return {"tokenizer": {"sha256": m.tokenizer_sha256, "source": m.tokenizer_json},
+                "chat_template": None if m.template is None else {"sha256": m.template_sha256,
+                                                                  "source": m.template_source},
+                "completion_transform": self.transform}
 
 
 # ---- reading the data -------------------------------------------------------------------------
@@ -303,6 +374,7 @@ class Preparer:
             raise Fatal(f"--prompt-format chat: {model.dir} has no chat template "
                         "(tokenizer_config.json chat_template, or chat_template.jinja)")
         self.templated = 0  # rows rendered through the chat template
+        self.reward = RewardRenderer(args.reward_model) if args.reward_model else None
 
     def chat(self, messages, metadata):
         column = self.args.messages_column
@@ -341,7 +413,7 @@ class Preparer:
         metadata = {k: jsonable(v) for k, v in row.items()
                     if k not in (a.messages_column, a.prompt_column, a.answer_column)}
         answer = self.answer(row)
-        messages = None
+        messages = raw_prompt = None
         if row.get(a.messages_column) is not None:
             text, ids, messages = self.chat(row[a.messages_column], metadata)
         elif row.get(a.prompt_column) is not None:
@@ -350,6 +422,7 @@ class Preparer:
                 raise RowError(f"'{a.prompt_column}' is {a_type(prompt)}, not a string")
             if not prompt:
                 raise RowError(f"'{a.prompt_column}' is empty")
+            raw_prompt = prompt
             if self.prompt_format == "chat":
                 text, ids, messages = self.chat([{"role": "user", "content": prompt}], metadata)
             else:
@@ -365,6 +438,8 @@ class Preparer:
             out["answer"] = answer
         if messages is not None:
             out["messages"] = jsonable(messages)
+        if self.reward is not None:
+            out["reward_prefix"], out["reward_suffix"] = self.reward.row(messages, raw_prompt)
         out["metadata"] = metadata
         out["origin"] = where
         self.templated += messages is not None
@@ -374,7 +449,7 @@ class Preparer:
 # ---- the file ---------------------------------------------------------------------------------
 
 def header(args, model, prep, sources, written, skipped):
-    return {
+    h = {
         "quartet_prompts": FORMAT_VERSION,
         "tokenizer": {"sha256": model.tokenizer_sha256, "source": model.tokenizer_json,
                       "vocab_size": len(model.tok)},
@@ -387,11 +462,14 @@ def header(args, model, prep, sources, written, skipped):
                     "messages_column": args.messages_column, "prompt_column": args.prompt_column,
                     "answer_column": args.answer_column, "require_answer": args.require_answer,
                     "final_assistant": args.final_assistant, "max_prompt_tokens": args.max_prompt_tokens,
-                    "on_error": args.on_error},
+                    "on_error": args.on_error, "reward_model": args.reward_model},
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "program": "quartet inputs/prepare/prepare_prompts.py",
         "versions": model.versions,
     }
+    if prep.reward is not None:
+        h["reward_model"] = prep.reward.header()
+    return h
 
 
 def write_prepared(out_path, files, prepare_row, make_header, on_error, program):

@@ -27,6 +27,36 @@ bool is_sha256(const nlohmann::json& v) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+// "reward_model": {"tokenizer": {"sha256", "source"}, "chat_template": {"sha256", "source"} or
+// null, "completion_transform": "none" | "strip" | "lstrip_newlines"}, each field checked by name.
+RewardRendering parse_reward_rendering(const nlohmann::json& r, const std::string& bad) {
+  QUARTET_CHECK(r.is_object(), bad + "\"reward_model\" is not an object");
+  RewardRendering out;
+  QUARTET_CHECK(r.contains("tokenizer") && r["tokenizer"].is_object(), bad + "no \"reward_model.tokenizer\" object");
+  const nlohmann::json& tok = r["tokenizer"];
+  QUARTET_CHECK(tok.contains("sha256") && is_sha256(tok["sha256"]),
+                bad + "\"reward_model.tokenizer.sha256\" is not 64 lowercase hex digits");
+  QUARTET_CHECK(tok.contains("source") && tok["source"].is_string(),
+                bad + "\"reward_model.tokenizer.source\" is not a string");
+  out.tokenizer_sha256 = tok["sha256"].get<std::string>();
+  out.tokenizer_source = tok["source"].get<std::string>();
+  QUARTET_CHECK(r.contains("chat_template"), bad + "no \"reward_model.chat_template\" (an object, or null)");
+  const nlohmann::json& ct = r["chat_template"];
+  if (!ct.is_null()) {
+    QUARTET_CHECK(ct.is_object() && ct.contains("sha256") && is_sha256(ct["sha256"]),
+                  bad + "\"reward_model.chat_template.sha256\" is not 64 lowercase hex digits");
+    QUARTET_CHECK(ct.contains("source") && ct["source"].is_string(),
+                  bad + "\"reward_model.chat_template.source\" is not a string");
+    out.chat_template_sha256 = ct["sha256"].get<std::string>();
+    out.chat_template_source = ct["source"].get<std::string>();
+  }
+  const nlohmann::json& t = r.contains("completion_transform") ? r["completion_transform"] : nlohmann::json();
+  QUARTET_CHECK(t.is_string() && (t == "none" || t == "strip" || t == "lstrip_newlines"),
+                bad + "\"reward_model.completion_transform\" is not one of none, strip, lstrip_newlines");
+  out.completion_transform = t.get<std::string>();
+  return out;
+}
+
 }  // namespace
 
 // The header's fields, each checked by name (docs/data.md: the prepared prompts file).
@@ -60,6 +90,7 @@ PromptFileHeader parse_prepared_header(const nlohmann::json& j, const std::strin
     h.chat_template_sha256 = ct["sha256"].get<std::string>();
     h.chat_template_source = ct["source"].get<std::string>();
   }
+  if (j.contains("reward_model")) h.reward = parse_reward_rendering(j["reward_model"], bad);
   return h;
 }
 

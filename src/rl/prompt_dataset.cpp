@@ -20,16 +20,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// HDF5 by name (.h5, .hdf5) or by the format signature at the start of the file. A .h5 file that
-// is damaged then fails as HDF5 (which is what it was meant to be), not as a JSON line.
-bool looks_like_hdf5(const std::string& path) {
-  if (ends_with(path, ".h5") || ends_with(path, ".hdf5")) return true;
-  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-  std::ifstream in(path, std::ios::binary);
-  char head[8] = {0};
-  return in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
-}
-
 std::string json_type(const nlohmann::json& j) { return j.type_name(); }
 
 // Closes an HDF5 handle when it goes out of scope, so an error midway leaks nothing.
@@ -84,6 +74,15 @@ uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
 }
 
 }  // namespace
+
+// A .h5 file that is damaged fails as HDF5 (which is what it was meant to be), not as a JSON line.
+bool looks_like_hdf5(const std::string& path) {
+  if (ends_with(path, ".h5") || ends_with(path, ".hdf5")) return true;
+  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {0};
+  return in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
+}
 
 std::optional<PromptFileHeader> prepared_prompts_header(const std::string& path) {
   std::ifstream probe(path);

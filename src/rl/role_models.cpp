@@ -98,12 +98,13 @@ std::unique_ptr<Tokenizer> run_tokenizer(const Config& config) {
 
 namespace {
 
-// A critic, reference or reward model from a directory of its own reads the actor's ids: its
-// tokenizer must give each of them the same token (model/same_token_ids.hpp). (In an rm deck the
-// reward model is alone, and the run's tokenizer is its own.)
+// A critic or reference from a directory of its own reads the actor's ids: its tokenizer must
+// give each of them the same token (model/same_token_ids.hpp). A reward model with another
+// tokenizer reads the rollouts as text instead (rl/reward_retokenizer.hpp checks it). (In an rm
+// deck the reward model is alone, and the run's tokenizer is its own.)
 void check_reads_actor_ids(const Config& config, const ModelSpec& spec, const Tokenizer& actor_tokenizer) {
   const std::string key = "model." + std::string(role_name(spec.role)) + ".path";
-  if (spec.role == tokenizer_role(config)) return;
+  if (spec.role == tokenizer_role(config) || spec.role == Role::reward) return;
   const ModelSpec actor = resolve_model(config, Role::actor);
   if (spec.dir.empty() || spec.dir == actor.dir) return;
   const std::string given = model_section(config, spec.role).source;
@@ -132,7 +133,9 @@ void check_models_fit_run(const Config& config, const Placement& placement, cons
     if (!placement.has(role) || !has_model(config, role)) continue;
     const ModelSpec spec = resolve_model(config, role);
     const std::string key = "model." + std::string(role_name(role)) + ".path";
-    const std::string misfit = tokenizer_misfit(tokenizer, spec.config);
+    // A reward model's own tokenizer is checked against it by rl/reward_retokenizer.hpp.
+    const bool own_tokenizer = role == Role::reward && tokenizer_role(config) != Role::reward;
+    const std::string misfit = own_tokenizer ? "" : tokenizer_misfit(tokenizer, spec.config);
     if (!misfit.empty()) config.deck.fail(key, "is '" + model_section(config, role).path + "': " + misfit);
     check_reads_actor_ids(config, spec, tokenizer);
     if (!spec.dir.empty()) {

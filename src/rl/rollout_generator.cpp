@@ -24,10 +24,11 @@ void RolloutGenerator::generate(Iteration& it, Scoring& scoring, const SamplingV
   const bool on_cache = config_.rollout.reuse_prompt_cache;
   for (int c = 0; c < layout_.chunks; ++c) {
     KVCache cache;
+    const size_t first = it.prompts.size();
     RolloutBatch b = generate_chunk(it, c, on_cache ? &cache : nullptr);
     // The scoring groups get the chunk first, so that they score while the actor takes its
     // old log-probs.
-    scoring.hand_off(c, b);
+    scoring.hand_off(c, b, {{it.prompts.begin() + first, it.prompts.end()}, {it.records.begin() + first, it.records.end()}});
     old_parts.push_back(on_cache ? score_logprobs_on_cache(*actor_.model, b, cache, score_micro_batch, view)
                                  : score_logprobs(*actor_.model, b, score_micro_batch, view));
     it.chunks.push_back(b);

@@ -15,13 +15,20 @@ torch::Tensor cat_actions(const std::vector<torch::Tensor>& parts, int64_t actio
 
 namespace {
 
+// What the reward model reads of `rollouts`: the rollouts, or the rows RewardInput makes of them.
+RolloutBatch reward_rows(const ScoringSetup& setup, const RolloutBatch& rollouts, const RowPrompts& prompts,
+                         const std::vector<std::string>* completions = nullptr) {
+  if (!setup.reward_input) return rollouts;
+  return setup.reward_input(rollouts, completions ? *completions : setup.decode(rollouts), prompts);
+}
+
 // Every model on every rank: the whole batch through each in turn.
 class ColocatedScoring : public Scoring {
  public:
   ColocatedScoring(const RoleModels& models, ModelParking& parking, ScoringSetup setup)
       : models_(models), parking_(parking), setup_(std::move(setup)) {}
 
-  void hand_off(int, const RolloutBatch&) override {}
+  void hand_off(int, const RolloutBatch&, const RowPrompts&) override {}
 
   void score(Iteration& it, PhaseClock&) override {
     const int64_t mb = setup_.micro_batch;
@@ -29,9 +36,10 @@ class ColocatedScoring : public Scoring {
       parking_.keep_only({Role::reference});
       it.ref_logp = score_logprobs(*reference->model, it.batch, mb, setup_.view);
     }
+    it.completions = setup_.decode(it.batch);
     if (RoleModel* reward = models_.get(Role::reward)) {
       parking_.keep_only({Role::reward});
-      it.scores = score_sequences(*reward->model, it.batch, mb);
+      it.scores = score_sequences(*reward->model, reward_rows(setup_, it.batch, {it.prompts, it.records}, &it.completions), mb);
     }
     if (RoleModel* critic = models_.get(Role::critic)) {
       parking_.keep_only({Role::critic});
@@ -39,16 +47,17 @@ class ColocatedScoring : public Scoring {
       it.critic_batch = it.batch;
       it.critic_values = it.values;
     }
-    it.completions = setup_.decode(it.batch);
   }
 
   void send_returns(Iteration&) override {}  // the critic is on the actor's ranks
 
-  torch::Tensor reward_scores(const RolloutBatch& rollouts) override {
+  torch::Tensor reward_scores(const RolloutBatch& rollouts, const std::vector<std::string>& completions,
+                              const RowPrompts& prompts) override {
     RoleModel* reward = models_.get(Role::reward);
     if (!reward) return {};
     parking_.keep_only({Role::reward});
-    torch::Tensor scores = score_sequences(*reward->model, rollouts, setup_.micro_batch);
+    torch::Tensor scores = score_sequences(*reward->model, reward_rows(setup_, rollouts, prompts, &completions),
+                                           setup_.micro_batch);
     return scores.defined() ? scores : torch::zeros({0}, torch::kFloat32);
   }
 
@@ -83,21 +92,30 @@ class DisjointScoring : public Scoring {
                                               rt.placement.ranks_of(Role::reward), 15, rt.device, rt.watchdog.get());
   }
 
-  void hand_off(int chunk, const RolloutBatch& b) override {
+  void hand_off(int chunk, const RolloutBatch& b, const RowPrompts& prompts) override {
     if (reference_.empty() && reward_.empty() && critic_.empty()) return;
     // One copy to the host serves all three sends.
     const Batch host{b.sequences.cpu(), b.attention_mask.cpu(), b.action_mask.cpu()};
-    for (auto* group : {&reference_, &reward_, &critic_})
+    for (auto* group : {&reference_, &critic_})
       if (!group->empty()) (*group)[static_cast<size_t>(chunk)]->forward(host);
+    if (reward_.empty()) return;
+    if (!setup_.reward_input) {
+      reward_[static_cast<size_t>(chunk)]->forward(host);
+      return;
+    }
+    const RolloutBatch r = reward_rows(setup_, b, prompts);
+    reward_[static_cast<size_t>(chunk)]->forward({r.sequences.cpu(), r.attention_mask.cpu(), r.action_mask.cpu()});
   }
 
   void score(Iteration& it, PhaseClock& clock) override {
     RoleModel* actor = models_.get(Role::actor);
     waited_ = actor != nullptr;  // an actor rank's waiting was its own generation
     if (RoleModel* m = models_.get(Role::reference); m && !reference_.empty())
-      serve(reference_, clock, [&](const RolloutBatch& b) { return score_logprobs(*m->model, b, setup_.micro_batch, setup_.view); });
+      serve(reference_, clock, [&](const RolloutBatch& b) { return score_logprobs(*m->model, b, setup_.micro_batch, setup_.view); },
+            setup_.pad_id);
     if (RoleModel* m = models_.get(Role::reward); m && !reward_.empty())
-      serve(reward_, clock, [&](const RolloutBatch& b) { return score_sequences(*m->model, b, setup_.micro_batch); });
+      serve(reward_, clock, [&](const RolloutBatch& b) { return score_sequences(*m->model, b, setup_.micro_batch); },
+            setup_.reward_pad_id);
     if (RoleModel* m = models_.get(Role::critic); m && !critic_.empty())
       serve_critic(it, clock, *m);
     if (!actor) return;
@@ -107,16 +125,18 @@ class DisjointScoring : public Scoring {
     if (!critic_.empty()) it.values = collect(critic_, it.batch.actions());
   }
 
-  torch::Tensor reward_scores(const RolloutBatch& rollouts) override {
+  torch::Tensor reward_scores(const RolloutBatch& rollouts, const std::vector<std::string>& completions,
+                              const RowPrompts& prompts) override {
     if (!eval_) return {};
     if (models_.get(Role::actor)) {
-      eval_->forward({rollouts.sequences.cpu(), rollouts.attention_mask.cpu(), rollouts.action_mask.cpu()});
+      const RolloutBatch r = rollouts.rows() > 0 ? reward_rows(setup_, rollouts, prompts, &completions) : rollouts;
+      eval_->forward({r.sequences.cpu(), r.attention_mask.cpu(), r.action_mask.cpu()});
       return eval_->backward({})[0];
     }
     RoleModel* reward = models_.get(Role::reward);
     if (!reward) return {};
     const std::vector<RolloutBatch> pieces = as_rollouts(eval_->forward({}));
-    torch::Tensor scores = score_sequences(*reward->model, concat_rollouts(pieces, setup_.pad_id, setup_.max_width),
+    torch::Tensor scores = score_sequences(*reward->model, concat_rollouts(pieces, setup_.reward_pad_id, setup_.max_width),
                                            setup_.micro_batch);
     if (!scores.defined()) scores = torch::zeros({0}, torch::kFloat32);
     std::vector<Batch> results;
@@ -156,7 +176,8 @@ class DisjointScoring : public Scoring {
   // The scoring rank's side: each chunk as it comes, answered without waiting for the actor to
   // take the answer. Returns the pieces and their results, in order.
   std::pair<std::vector<RolloutBatch>, std::vector<torch::Tensor>> serve(
-      Exchanges& exs, PhaseClock& clock, const std::function<torch::Tensor(const RolloutBatch&)>& score_of) {
+      Exchanges& exs, PhaseClock& clock, const std::function<torch::Tensor(const RolloutBatch&)>& score_of,
+      int64_t pad_id) {
     std::vector<RolloutBatch> all_pieces;
     std::vector<torch::Tensor> all_parts;
     for (auto& e : exs) {
@@ -165,7 +186,7 @@ class DisjointScoring : public Scoring {
         clock.charge_wait(kGenerate);
         waited_ = true;
       }
-      torch::Tensor out = score_of(concat_rollouts(pieces, setup_.pad_id, setup_.max_width));
+      torch::Tensor out = score_of(concat_rollouts(pieces, pad_id, setup_.max_width));
       std::vector<Batch> results;
       for (auto& part : split_by_pieces(out, pieces)) {
         results.push_back({part});
@@ -180,9 +201,9 @@ class DisjointScoring : public Scoring {
 
   // The critic keeps what it valued: its update trains on these rows.
   void serve_critic(Iteration& it, PhaseClock& clock, RoleModel& critic) {
-    auto [pieces, parts] = serve(critic_, clock, [&](const RolloutBatch& b) {
-      return score_values(*critic.model, b, setup_.micro_batch);
-    });
+    auto [pieces, parts] = serve(
+        critic_, clock, [&](const RolloutBatch& b) { return score_values(*critic.model, b, setup_.micro_batch); },
+        setup_.pad_id);
     critic_pieces_ = pieces;
     const int64_t actions = concat_actions(pieces, setup_.max_width);
     it.critic_values = cat_actions(parts, actions);

@@ -23,6 +23,7 @@
 #include "quartet/rl/model_parking.hpp"
 #include "quartet/rl/overlong.hpp"
 #include "quartet/rl/phase_clock.hpp"
+#include "quartet/rl/reward_retokenizer.hpp"
 #include "quartet/rl/rollout_generator.hpp"
 #include "quartet/rl/reward_samples.hpp"
 #include "quartet/rl/reward_terms.hpp"
@@ -130,6 +131,8 @@ class Trainer {
   std::unique_ptr<PromptSampler> sampler_;   // actor ranks
   std::unique_ptr<RunFile> run_file_;        // actor ranks
   std::unique_ptr<Scoring> scoring_;
+  RewardReading reward_reading_;                     // how the reward model reads the rollouts
+  std::unique_ptr<RewardRetokenizer> retokenizer_;   // actor ranks, where it reads them as text
   std::unique_ptr<RolloutGenerator> generator_;  // actor ranks
   std::vector<DatasetPrompt> eval_prompts_;      // actor ranks: their share of eval.prompts
   std::unique_ptr<Evaluator> evaluator_;         // every rank
@@ -154,6 +157,7 @@ bool Trainer::refuse_or_plan() {
     tokenizer_ = run_tokenizer(cfg_);
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     check_prompts_fit_actor(cfg_);
+    if (rt_.placement.has(Role::reward)) reward_reading_ = reward_reading(cfg_, *tokenizer_);
     // The actor ranks read the prompts now: a bad row stops every rank before any model is built.
     const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
     const auto me = std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank());
@@ -197,6 +201,7 @@ int Trainer::build() {
   kl_.horizon = al_.kl_horizon;
   printf0("train: %s, %s placement (%s), %d iterations\n", name_of(al_.algorithm), name_of(rt_.placement.mode),
           rt_.placement.describe().c_str(), cfg_.run.iterations);
+  if (!reward_reading_.note.empty()) printf0("train: %s\n", reward_reading_.note.c_str());
   models_ = build_role_models(cfg_, *rt_.groups, rt_.device, resume_.value_or(""));
   TrainerState state;
   if (resume_) {
@@ -270,6 +275,16 @@ void Trainer::make_phases() {
   parking_ = std::make_unique<ModelParking>(models_, colocated() && park_idle_);
   ScoringSetup setup{layout.chunks, score_micro_batch_, sampling_.pad_id, max_rollout_width(cfg_.rollout),
                      sampling_view(), [this](const RolloutBatch& b) { return decode_completions(b); }};
+  setup.reward_pad_id = sampling_.pad_id;
+  if (reward_reading_.retokenize) {
+    setup.reward_pad_id = reward_reading_.pad_id;
+    if (model(Role::actor)) {
+      retokenizer_ = std::make_unique<RewardRetokenizer>(cfg_, reward_reading_);
+      setup.reward_input = [this](const RolloutBatch&, const std::vector<std::string>& completions, const RowPrompts& p) {
+        return retokenizer_->batch(completions, p.texts, p.records);
+      };
+    }
+  }
   scoring_ = make_scoring(rt_, models_, *parking_, std::move(setup));
   if (RoleModel* actor = model(Role::actor)) {
     generator_ = std::make_unique<RolloutGenerator>(cfg_, *actor, *dataset_, *sampler_, sampling_, rt_.world.rank());
@@ -429,13 +444,12 @@ EvalMetrics Trainer::evaluate(int done) {
   return m;
 }
 
-// The run's reward of evaluation rows, as score() gives training's: the rule on the actor
-// ranks, or the reward model on its ranks (every rank calls this; the reward ranks serve).
 // The evaluation's rows scored as training's are (the reward model on its ranks, every rank
 // taking part, then the run's reward terms on the actor ranks), or by eval.reward alone.
 std::vector<double> Trainer::eval_rewards(const EvalRows& rows) {
   const bool by_reward_model = !eval_reward_ && uses_reward_model(cfg_);
-  const torch::Tensor model_scores = by_reward_model ? scoring_->reward_scores(rows.batch) : torch::Tensor();
+  const torch::Tensor model_scores = by_reward_model ? scoring_->reward_scores(rows.batch, rows.completions, {rows.prompts, rows.records})
+                                                     : torch::Tensor();
   if (!model(Role::actor)) return {};
   const RewardRows view{rows.prompts, rows.completions, rows.answers, rows.records, rows.indices};
   RewardTerms& grader = eval_reward_ ? *eval_reward_ : *rewards_;

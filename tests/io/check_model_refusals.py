@@ -12,7 +12,8 @@ Cases:
   tensors    a config of 1 layer over a 2-layer file; an extra tensor; a reward model without
              its score head (train); a critic started from the causal LM is accepted, and says so
   tokenizer  a reward model (LlamaForSequenceClassification) runs with the actor's tokenizer and
-             is refused with another one (two ids swapped) or with none (train)
+             with another one (two ids swapped: re-tokenized, as the log says), and is refused
+             with none (train)
   sizes      hidden_size 2^62; a tokenizer larger than the model's vocabulary; a GPT-2 prompt
              plus new tokens beyond n_positions
   values     eos/pad ids outside the vocabulary (99999, -3, 2^64-1); bytes appended after the
@@ -285,20 +286,21 @@ def main():
     # 7: a reward model must bring its head: the causal LM is not a reward model.
     r.refuses("reward model without score", "train", llama, r"tensor 'score\.weight' is missing .*not a sequence_reward model",
               {"model.reward.path": llama, "model.reward.kind": "model", "placement.reward": "1"}, np_=2)
-    # The reward model reads the actor's ids: it runs with the actor's tokenizer, not with another.
+    # A reward model with the actor's tokenizer reads the actor's ids; with another (two ids
+    # swapped) it reads the rollouts as text, and says so with what differs; with none, refused.
     with_reward = {"model.reward.kind": "model", "placement.reward": "1"}
     reward = os.path.join(work, "llama-reward")
-    r.runs("train", llama, dict(with_reward, **{"model.reward.path": reward}), np_=2)
+    r.runs("train", llama, dict(with_reward, **{"model.reward.path": reward}), np_=2,
+           expect=r"reward model: reads the actor's token ids")
     m = copy_model(reward, os.path.join(work, "damaged", "reward_other_tokenizer"))
     a, b = swap_two_ids(m)
-    r.refuses("reward of another tokenizer", "train", llama,
-              rf"model\.reward\.path is '.*reward_other_tokenizer', whose tokenizer is not the actor's .*: "
-              rf"id 100 is '{re.escape(a)}' for the actor but '{re.escape(b)}' here \(and 1 more ids differ\)",
-              dict(with_reward, **{"model.reward.path": m}), np_=2)
+    r.runs("train", llama, dict(with_reward, **{"model.reward.path": m}), np_=2,
+           expect=rf"reward model: its tokenizer is not the actor's \(id 100 is '{re.escape(a)}' for the actor but "
+                  rf"'{re.escape(b)}' here \(and 1 more ids differ\)\): each completion is decoded to text")
     m = copy_model(reward, os.path.join(work, "damaged", "reward_no_tokenizer"))
     os.remove(os.path.join(m, "tokenizer.json"))
     r.refuses("reward without tokenizer.json", "train", llama,
-              r"model\.reward\.path is '.*reward_no_tokenizer', which has no tokenizer\.json: quartet cannot check",
+              r"model\.reward\.path is '.*reward_no_tokenizer', which has no tokenizer\.json: quartet can neither",
               dict(with_reward, **{"model.reward.path": m}), np_=2)
     # 9: a minibatch larger than an actor rank's sequences (2 prompts x 2 samples).
     r.refuses("minibatch > batch", "train", llama, r"algorithm\.minibatch is 8, more than the 4 sequences",

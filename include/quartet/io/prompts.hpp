@@ -19,6 +19,17 @@
 
 namespace quartet {
 
+// How a prepared prompts file's rows are rendered for a reward model whose tokenizer is not the
+// actor's (prepare_prompts.py --reward-model): each row's "reward_prefix" and "reward_suffix" are
+// the text that model's chat template puts before and after the reply (rl/reward_retokenizer.hpp).
+struct RewardRendering {
+  std::string tokenizer_sha256, tokenizer_source;           // the reward model's tokenizer.json
+  std::string chat_template_sha256, chat_template_source;   // "" where it has no chat template
+  // What the template does to the reply's text, which quartet does too: none | strip (Python's
+  // str.strip, Jinja's trim) | lstrip_newlines (its leading newlines removed, as Qwen3's do).
+  std::string completion_transform = "none";
+};
+
 struct PromptFileHeader {
   std::string where;  // "path:line" of the header, for messages
   int version = 1;
@@ -27,6 +38,7 @@ struct PromptFileHeader {
   bool chat_template_applied = false;  // whether any row was rendered through the template
   std::string chat_template_sha256;    // of the template's UTF-8 text, when applied
   std::string chat_template_source;
+  std::optional<RewardRendering> reward;  // the header's "reward_model", when the rows carry one
 };
 
 struct Prompt {

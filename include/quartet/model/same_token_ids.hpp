@@ -1,8 +1,9 @@
 #pragma once
-// Whether a second model reads the actor's token ids as the actor means them. The critic, the
-// reference and the reward model are given the actor's sequences as ids, so each id the actor
-// can produce must be the same token in their vocabularies; a model of another tokenizer would
-// score text it was never shown, silently.
+// Whether a second model reads the actor's token ids as the actor means them. The critic and the
+// reference are given the actor's sequences as ids, so each id the actor can produce must be the
+// same token in their vocabularies; a model of another tokenizer would score text it was never
+// shown, silently. (A reward model that differs reads the rollouts as text instead:
+// rl/reward_retokenizer.hpp.)
 #include <string>
 
 #include "quartet/model/tokenizer.hpp"

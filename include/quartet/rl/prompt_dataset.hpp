@@ -69,6 +69,10 @@ class PromptDataset {
   std::vector<int64_t> lines_;  // 1-based file line of each JSONL prompt, for errors when drawn
 };
 
+// Whether `path` is a pre-tokenised HDF5 prompts file: by name (.h5, .hdf5) or by the format's
+// signature at the start of the file.
+bool looks_like_hdf5(const std::string& path);
+
 // The header of `path` when it is a prepared JSONL prompts file; nullopt for a plain JSONL or an
 // HDF5 file. A malformed header is a quartet::Error naming the file and line.
 std::optional<PromptFileHeader> prepared_prompts_header(const std::string& path);

@@ -20,6 +20,17 @@
 
 namespace quartet {
 
+// The prompts of a batch's rows, one each: the text the actor was prompted with and its JSONL
+// row (Iteration::prompts and ::records), for a reward model that reads the rollouts as text.
+struct RowPrompts {
+  std::vector<std::string> texts, records;
+};
+
+// The reward model's rows for a rollout batch, given the completions' text and the rows' prompts
+// (rl/reward_retokenizer.hpp).
+using RewardInput = std::function<RolloutBatch(const RolloutBatch& rollouts, const std::vector<std::string>& completions,
+                                               const RowPrompts& prompts)>;
+
 struct ScoringSetup {
   int chunks = 1;                  // generation chunks per iteration
   int64_t micro_batch = 1;         // sequences per scoring forward pass
@@ -28,13 +39,17 @@ struct ScoringSetup {
   SamplingView view;               // what the log-probs are taken over
   // The completions' text, decoded on the actor ranks (while the scoring groups work, disjoint).
   std::function<std::vector<std::string>(const RolloutBatch&)> decode;
+  // Unset: the reward model reads the actor's ids. Set (every rank alike, actor ranks call it):
+  // it reads these rows, padded with reward_pad_id.
+  RewardInput reward_input;
+  int64_t reward_pad_id = 0;
 };
 
 class Scoring {
  public:
   virtual ~Scoring() = default;
-  // Actor ranks, as soon as chunk `chunk` is generated.
-  virtual void hand_off(int chunk, const RolloutBatch& rollouts) = 0;
+  // Actor ranks, as soon as chunk `chunk` is generated (its rows' prompts beside it).
+  virtual void hand_off(int chunk, const RolloutBatch& rollouts, const RowPrompts& prompts) = 0;
   // Every rank, after generation: fills the iteration's score fields this rank holds. The
   // clock's running phase is scoring; a scoring rank's wait for its first chunk is charged to
   // generation.
@@ -42,9 +57,11 @@ class Scoring {
   // Every rank, after the advantages: the critic ranks get the returns (PPO).
   virtual void send_returns(Iteration& it) = 0;
   // Every rank, outside the iteration's phases (evaluation, rl/evaluator.hpp): the reward
-  // model's scores [rows] of the actor ranks' `rollouts` (which may have 0 rows), returned there;
-  // the reward ranks serve them. Undefined elsewhere, and in a run without a reward model.
-  virtual torch::Tensor reward_scores(const RolloutBatch& rollouts) = 0;
+  // model's scores [rows] of the actor ranks' `rollouts` (which may have 0 rows; their decoded
+  // completions and prompts beside them), returned there; the reward ranks serve them. Undefined
+  // elsewhere, and in a run without a reward model.
+  virtual torch::Tensor reward_scores(const RolloutBatch& rollouts, const std::vector<std::string>& completions,
+                                      const RowPrompts& prompts) = 0;
 };
 
 std::unique_ptr<Scoring> make_scoring(Runtime& rt, const RoleModels& models, ModelParking& parking,
