@@ -383,6 +383,24 @@ void hand_back_cache(DecodeState& st, const GenerationStats& stats, int64_t T, G
   g.cache.length = T;
 }
 
+// The prompts' forward pass into slots [0, T) of `cache`; the logits [B, V] of each row's last
+// token. Rows in groups of `group` identical prompts: the pass runs on each group's first row,
+// into a cache of T slots, whose keys and values are then copied to every row of the group.
+torch::Tensor prompt_logits(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& mask, KVCache& cache,
+                            int64_t group) {
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  if (group <= 1 || B % group != 0) return model->next_token_logits(tokens, mask, &cache);
+  const auto first = torch::arange(0, B, group, tokens.options());
+  KVCache once = model->make_cache(B / group, T);
+  const auto logits = model->next_token_logits(tokens.index_select(0, first), mask.index_select(0, first), &once);
+  for (size_t l = 0; l < cache.k.size(); ++l) {
+    cache.k[l].narrow(2, 0, T).copy_(once.k[l].repeat_interleave(group, 0));
+    cache.v[l].narrow(2, 0, T).copy_(once.v[l].repeat_interleave(group, 0));
+  }
+  cache.length = once.length;
+  return logits.repeat_interleave(group, 0);
+}
+
 }  // namespace
 
 SamplingParams sampling_params(const RolloutConfig& rollout) {
@@ -442,7 +460,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
               torch::zeros({B}, long_opts)};
 
   // The prompt in one pass (slots [0, T)), then its first token.
-  advance(st, model->next_token_logits(tokens, mask, &st.cache), params, gen, /*move_positions=*/false);
+  advance(st, prompt_logits(model, tokens, mask, st.cache, params.prompt_group), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
   decode_steps(model, st, params, gen, stepper, T, N, L, out, stats, dev);
   flush(st, out.tokens, out.mask, out.lengths);

@@ -56,6 +56,7 @@ RolloutBatch RolloutGenerator::generate_chunk(Iteration& it, int chunk, KVCache*
   sp.seed = config_.run.seed * 1000003u + static_cast<uint64_t>(it.index) * 4099u + static_cast<uint64_t>(chunk) * 131u +
             static_cast<uint64_t>(rank_) + static_cast<uint64_t>(it.round) * 7919u;
   sp.keep_cache = cache != nullptr;
+  sp.prompt_group = config_.algorithm.samples_per_prompt;  // each prompt's rows side by side, above
   Generation g = quartet::generate(actor_.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
   const int64_t P = prompt.size(1);
   if (cache) *cache = std::move(g.cache);

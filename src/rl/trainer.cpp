@@ -273,8 +273,13 @@ void Trainer::make_phases() {
                            ? cfg_.rollout.score_micro_batch
                            : static_cast<int64_t>(layout.prompts_per_chunk) * al_.samples_per_prompt;
   parking_ = std::make_unique<ModelParking>(models_, colocated() && park_idle_);
-  ScoringSetup setup{layout.chunks, score_micro_batch_, sampling_.pad_id, max_rollout_width(cfg_.rollout),
-                     sampling_view(), [this](const RolloutBatch& b) { return decode_completions(b); }};
+  ScoringSetup setup;
+  setup.chunks = layout.chunks;
+  setup.micro_batch = score_micro_batch_;
+  setup.pad_id = sampling_.pad_id;
+  setup.max_width = max_rollout_width(cfg_.rollout);
+  setup.view = sampling_view();
+  setup.decode = [this](const RolloutBatch& b) { return decode_completions(b); };
   setup.reward_pad_id = sampling_.pad_id;
   if (reward_reading_.retokenize) {
     setup.reward_pad_id = reward_reading_.pad_id;

@@ -490,6 +490,46 @@ TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
   EXPECT_EQ(late.stats.checks, 1);
 }
 
+// GRPO's samples of a prompt share its forward pass (SamplingParams::prompt_group): greedy and
+// sampled tokens, with stops and the cache handed back, are those of one pass per row.
+TEST_P(CausalParity, SharedPromptPassGivesTheTokensOfOnePassPerRow) {
+  auto model = ref_->load();
+  const int64_t group = 3;
+  const auto prompt = ref_->get("gen_prompt").repeat_interleave(group, 0);
+  const auto prompt_mask = ref_->get("gen_prompt_mask").repeat_interleave(group, 0);
+  const auto hf = ref_->get("gen_tokens");
+  const int64_t T = prompt.size(1);
+  quartet::SamplingParams p;
+  p.max_new_tokens = kNewTokens;
+  p.pad_id = model->config().pad_token_id.value_or(0);
+  p.keep_cache = true;
+  for (double temperature : {0.0, 1.0}) {
+    for (bool with_stops : {false, true}) {
+      p.temperature = temperature;
+      p.seed = 11;
+      p.stop_ids.clear();
+      if (with_stops) p.stop_ids = {hf[0][2].item<int64_t>()};
+      const std::string what = std::string(temperature == 0.0 ? "greedy" : "sampled") + (with_stops ? ", stops" : "");
+      p.prompt_group = 1;
+      const quartet::Generation each = quartet::generate(model, prompt, prompt_mask, p);
+      p.prompt_group = group;
+      const quartet::Generation shared = quartet::generate(model, prompt, prompt_mask, p);
+      EXPECT_TRUE(torch::equal(shared.tokens, each.tokens)) << what << "\n" << shared.tokens << "\n" << each.tokens;
+      EXPECT_TRUE(torch::equal(shared.new_lengths, each.new_lengths)) << what;
+      for (size_t l = 0; l < each.cache.k.size(); ++l)
+        EXPECT_TRUE(torch::allclose(shared.cache.k[l].narrow(2, 0, T), each.cache.k[l].narrow(2, 0, T), 1e-5, 1e-6))
+            << what << ": layer " << l << "'s prompt keys";
+      if (temperature > 0.0) {
+        // Sampling still draws each row on its own: the samples of a prompt are not all the same.
+        const int64_t W = shared.tokens.size(1) - T;
+        const auto rows = shared.tokens.narrow(1, T, W).reshape({-1, group, W});
+        EXPECT_TRUE((rows != rows.narrow(1, 0, 1)).any().item<bool>())
+            << what << ": every sample of a prompt came out the same";
+      }
+    }
+  }
+}
+
 TEST_P(CausalParity, KVCacheStepsMatchFullForward) {
   auto model = ref_->load();
   const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");

@@ -54,6 +54,11 @@ struct SamplingParams {
   // holds at least this many slots (that pass may run over a wider, padded batch).
   bool keep_cache = false;
   int64_t cache_slots = 0;
+  // The batch's rows come in groups of this many identical prompts (GRPO's samples of a
+  // prompt, side by side): the prompt's forward pass runs once per group and its keys, values
+  // and last logits are copied to the group's other rows. 1 (or a size that does not divide
+  // the batch) = one pass per row. The tokens are those of one pass per row, up to rounding.
+  int64_t prompt_group = 1;
 };
 
 // The deck's [rollout] sampling settings (temperature, top_k, top_p, max_new_tokens,
