@@ -68,7 +68,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
                                           : ParamSource{},
                                       &map);
       if (g.rank == 0 && !map.note().empty())
-        std::printf("train: the %s (%s) %s\n", role_name(role), rm->spec.dir.c_str(), map.note().c_str());
+        std::printf("model: the %s (%s) %s\n", role_name(role), rm->spec.dir.c_str(), map.note().c_str());
     }
     rm->model = std::make_unique<ShardedModel>(rm->spec.config, rm->spec.head, *rm->group, so, source);
     if (rm->spec.trained) {
