@@ -3,8 +3,7 @@
 #   0. data  demonstrations from a sloppy demonstrator and fresh RL prompts, drawn from seeds
 #   1. sft   a tiny Llama from scratch on the demonstrations, then exported
 #   2. rm    a reward model from the SFT model, on pairs the task's rule labelled, then exported
-#            (skipped, with a note, while this build has no `quartet rm`)
-#   3. ppo   the SFT model against the learnt reward model (the rule, while there is none)
+#   3. ppo   the SFT model against the learnt reward model
 #   4. grpo  the SFT model against the rule itself
 # Each stage prints its held-out exact match (stage 2: its held-out pairwise accuracy); the
 # table at the end puts them side by side (postprocess/pipeline_summary.py).
