@@ -64,6 +64,16 @@ void check_prompts_for_reward(const Config& config, const char* key, const std::
                               "(prepare_prompts.py --prompt-format raw) or a reward model with a chat template");
 }
 
+// The log's line for a reward model that reads the rollouts as text.
+std::string retokenizing_note(const RewardReading& r, const TokenizerIdentity& id, const std::string& mismatch) {
+  std::string how = r.chat ? ", inside the conversation its chat template (" + id.chat_template->source + ") renders"
+                           : ", after the prompt's text and followed by EOS";
+  if (r.chat && r.completion_transform != "none")
+    how += " (the reply's whitespace transformed as the template does: " + r.completion_transform + ")";
+  return "reward model: its tokenizer is not the actor's (" + mismatch +
+         "): each completion is decoded to text and tokenized with " + id.tokenizer_source + how;
+}
+
 }  // namespace
 
 RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokenizer) {
@@ -102,12 +112,7 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
   check_prompts_for_reward(config, "rollout.prompts", config.rollout.prompts, spec, id, &out.completion_transform);
   if (!config.eval.prompts.empty())
     check_prompts_for_reward(config, "eval.prompts", config.eval.prompts, spec, id, &out.completion_transform);
-  out.note = "reward model: its tokenizer is not the actor's (" + mismatch + "): each completion is decoded to text " +
-             "and tokenized with " + id.tokenizer_source +
-             (out.chat ? ", inside the conversation its chat template (" + id.chat_template->source +
-                             ") renders" + (out.completion_transform == "none" ? "" : " (the reply's whitespace transformed as the "
-                                                                                   "template does: " + out.completion_transform + ")")
-                       : ", after the prompt's text and followed by EOS");
+  out.note = retokenizing_note(out, id, mismatch);
   return out;
 }
 
