@@ -56,7 +56,7 @@ std::vector<StageMicroBatch> pair_micro_batches(const std::vector<PreferencePair
     mb.tensors = {c.sequences, c.attention_mask, c.action_mask, r.sequences, r.attention_mask, r.action_mask,
                   b.margin.to(device)};
     mb.units = static_cast<double>(part.size());
-    mb.tokens = 2 * b.chosen.sequences.numel();
+    mb.tokens = (b.chosen.attention_mask.sum() + b.rejected.attention_mask.sum()).item<int64_t>();  // real, as sft's
     out.push_back(std::move(mb));
   }
   return out;
