@@ -196,7 +196,9 @@ TEST(PairStage, FilesAreOneDatasetAndMicroBatchesRoundTrip) {
   EXPECT_TRUE(torch::equal(got.rejected.attention_mask, want.rejected.attention_mask));
   EXPECT_TRUE(torch::equal(got.rejected.action_mask, want.rejected.action_mask));
   EXPECT_TRUE(torch::equal(got.margin, want.margin));
-  EXPECT_EQ(mbs[0].tokens, 2 * want.chosen.sequences.numel());
+  // The tokens trained, padding left out (as sft and dpo count them).
+  EXPECT_EQ(mbs[0].tokens, (want.chosen.attention_mask.sum() + want.rejected.attention_mask.sum()).item<int64_t>());
+  EXPECT_LT(mbs[0].tokens, 2 * want.chosen.sequences.numel());  // these pairs have padding
   EXPECT_EQ(share_of_rows(5, 1, 2), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(share_of_rows(5, -1, 2), std::vector<int64_t>{});
 }
