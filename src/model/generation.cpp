@@ -393,9 +393,14 @@ torch::Tensor prompt_logits(Transformer& model, const torch::Tensor& tokens, con
   const auto first = torch::arange(0, B, group, tokens.options());
   KVCache once = model->make_cache(B / group, T);
   const auto logits = model->next_token_logits(tokens.index_select(0, first), mask.index_select(0, first), &once);
+  // Each group's rows as one dimension, the pass's rows broadcast over it: one copy, no temporary.
+  auto spread = [&](torch::Tensor& to, const torch::Tensor& from) {
+    auto groups = to.narrow(2, 0, T).unflatten(0, {B / group, group});
+    groups.copy_(from.unsqueeze(1).expand_as(groups));
+  };
   for (size_t l = 0; l < cache.k.size(); ++l) {
-    cache.k[l].narrow(2, 0, T).copy_(once.k[l].repeat_interleave(group, 0));
-    cache.v[l].narrow(2, 0, T).copy_(once.v[l].repeat_interleave(group, 0));
+    spread(cache.k[l], once.k[l]);
+    spread(cache.v[l], once.v[l]);
   }
   cache.length = once.length;
   return logits.repeat_interleave(group, 0);

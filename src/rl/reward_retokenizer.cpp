@@ -7,6 +7,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/io/prompt_identity.hpp"
+#include "quartet/model/generation.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/same_token_ids.hpp"
 #include "quartet/model/utf8.hpp"
@@ -80,7 +81,6 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
   RewardReading out;
   if (!has_model(config, Role::reward) || tokenizer_role(config) == Role::reward) return out;
   const ModelSpec spec = resolve_model(config, Role::reward);
-  out.model_dir = spec.dir;
   const std::string given = model_section(config, Role::reward).source;
   if (spec.random) {  // no tokenizer of its own: it reads the actor's ids, as a random critic does
     const std::string misfit = tokenizer_misfit(actor_tokenizer, spec.config);
@@ -93,11 +93,11 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
                                                 "reads the actor's token ids nor tokenize the rollouts for it (copy in "
                                                 "the tokenizer files of the model it was trained from)");
   std::string mismatch, misfit;
+  std::shared_ptr<const Tokenizer> own;
   try {
-    const std::unique_ptr<Tokenizer> own = load_model_tokenizer(spec.dir);
+    own = load_model_tokenizer(spec.dir);
     misfit = tokenizer_misfit(*own, spec.config);
     mismatch = token_id_mismatch(actor_tokenizer, *own);
-    out.pad_id = own->pad_id.value_or(own->eos_id.value_or(0));
   } catch (const Error& e) {
     config.deck.fail(kPathKey, "is '" + given + "': " + e.what());
   }
@@ -107,7 +107,7 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
     return out;
   }
   const TokenizerIdentity id = model_dir_identity(spec.dir);
-  out.retokenize = true;
+  out.tokenizer = own;
   out.chat = id.chat_template.has_value();
   check_prompts_for_reward(config, "rollout.prompts", config.rollout.prompts, spec, id, &out.completion_transform);
   if (!config.eval.prompts.empty())
@@ -116,11 +116,14 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
   return out;
 }
 
+int64_t RewardReading::pad_id() const {
+  return tokenizer ? tokenizer->pad_id.value_or(tokenizer->eos_id.value_or(0)) : 0;
+}
+
 RewardRetokenizer::RewardRetokenizer(const Config& config, const RewardReading& reading)
-    : chat_(reading.chat), transform_(reading.completion_transform), pad_id_(reading.pad_id) {
-  const ModelSpec spec = resolve_model(config, Role::reward);
-  tokenizer_ = load_model_tokenizer(spec.dir);
-  max_tokens_ = spec.config.position_limit();
+    : tokenizer_(reading.tokenizer), chat_(reading.chat), transform_(reading.completion_transform),
+      pad_id_(reading.pad_id()), max_tokens_(resolve_model(config, Role::reward).config.position_limit()) {
+  QUARTET_CHECK(tokenizer_, "RewardRetokenizer: the reward model reads the actor's ids, not text");
 }
 
 std::vector<int64_t> RewardRetokenizer::ids(const std::string& completion, const std::string& prompt,
@@ -154,21 +157,9 @@ RolloutBatch RewardRetokenizer::batch(const std::vector<std::string>& completion
   QUARTET_CHECK(completions.size() == prompts.size() && prompts.size() == records.size(),
                 "reward model: completions, prompts and records differ in number");
   std::vector<std::vector<int64_t>> rows;
-  int64_t width = 1;
-  for (size_t r = 0; r < completions.size(); ++r) {
-    rows.push_back(ids(completions[r], prompts[r], records[r]));
-    width = std::max<int64_t>(width, static_cast<int64_t>(rows.back().size()));
-  }
-  const int64_t B = static_cast<int64_t>(rows.size());
-  auto sequences = torch::full({B, width}, pad_id_, torch::kLong);
-  auto mask = torch::zeros({B, width}, torch::kLong);
-  for (int64_t r = 0; r < B; ++r) {
-    const auto& row = rows[static_cast<size_t>(r)];
-    const int64_t n = static_cast<int64_t>(row.size());
-    sequences[r].narrow(0, width - n, n).copy_(torch::tensor(row, torch::kLong));
-    mask[r].narrow(0, width - n, n).fill_(1);
-  }
-  return {sequences, mask, mask.narrow(1, width - 1, 1).contiguous()};
+  for (size_t r = 0; r < completions.size(); ++r) rows.push_back(ids(completions[r], prompts[r], records[r]));
+  auto [sequences, mask] = left_pad(rows, pad_id_);
+  return {sequences, mask, mask.narrow(1, mask.size(1) - 1, 1).contiguous()};
 }
 
 std::string transform_completion(const std::string& completion, const std::string& transform) {

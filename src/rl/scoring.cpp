@@ -103,7 +103,11 @@ class DisjointScoring : public Scoring {
       reward_[static_cast<size_t>(chunk)]->forward(host);
       return;
     }
-    const RolloutBatch r = reward_rows(setup_, b, prompts);
+    // The chunk's completions are decoded for the reward model's rows and kept: score() hands
+    // them on instead of decoding the batch again.
+    const std::vector<std::string> completions = setup_.decode(b);
+    decoded_.insert(decoded_.end(), completions.begin(), completions.end());
+    const RolloutBatch r = reward_rows(setup_, b, prompts, &completions);
     reward_[static_cast<size_t>(chunk)]->forward({r.sequences.cpu(), r.attention_mask.cpu(), r.action_mask.cpu()});
   }
 
@@ -119,7 +123,9 @@ class DisjointScoring : public Scoring {
     if (RoleModel* m = models_.get(Role::critic); m && !critic_.empty())
       serve_critic(it, clock, *m);
     if (!actor) return;
-    it.completions = setup_.decode(it.batch);  // while the scoring groups work
+    // While the scoring groups work (hand_off decoded them already where the reward model reads text).
+    it.completions = decoded_.empty() ? setup_.decode(it.batch) : std::move(decoded_);
+    decoded_.clear();
     if (!reference_.empty()) it.ref_logp = collect(reference_, it.batch.actions());
     if (!reward_.empty()) it.scores = collect(reward_, -1);
     if (!critic_.empty()) it.values = collect(critic_, it.batch.actions());
@@ -222,6 +228,7 @@ class DisjointScoring : public Scoring {
   Exchanges reference_, reward_, critic_, returns_;
   std::unique_ptr<GroupExchange> eval_;  // evaluation's rollouts to the reward group
   std::vector<RolloutBatch> critic_pieces_;  // this iteration's, on critic ranks
+  std::vector<std::string> decoded_;         // actor ranks: this round's completions, as hand_off decoded them
   bool waited_ = false;
 };
 

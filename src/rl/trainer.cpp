@@ -281,8 +281,8 @@ void Trainer::make_phases() {
   setup.view = sampling_view();
   setup.decode = [this](const RolloutBatch& b) { return decode_completions(b); };
   setup.reward_pad_id = sampling_.pad_id;
-  if (reward_reading_.retokenize) {
-    setup.reward_pad_id = reward_reading_.pad_id;
+  if (reward_reading_.retokenize()) {
+    setup.reward_pad_id = reward_reading_.pad_id();
     if (model(Role::actor)) {
       retokenizer_ = std::make_unique<RewardRetokenizer>(cfg_, reward_reading_);
       setup.reward_input = [this](const RolloutBatch&, const std::vector<std::string>& completions, const RowPrompts& p) {

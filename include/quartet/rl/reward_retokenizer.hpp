@@ -27,12 +27,16 @@ namespace quartet {
 // How the reward model of a run reads the rollouts, decided on every rank alike before any model
 // is built.
 struct RewardReading {
-  bool retokenize = false;  // false: the actor's ids (the fast path), or no reward model
-  std::string note;         // the choice, for the log ("" without a reward model)
-  std::string model_dir;    // the reward model's directory ("" for random: models)
-  bool chat = false;        // the reward model has a chat template (the chat form)
+  std::string note;  // the choice, for the log ("" without a reward model)
+  // The reward model's own tokenizer where it reads the rollouts as text; null where it reads
+  // the actor's ids (the fast path), or where there is no reward model.
+  std::shared_ptr<const Tokenizer> tokenizer;
+  bool chat = false;  // the reward model has a chat template (the chat form)
   std::string completion_transform = "none";  // io/prompts.hpp's RewardRendering
-  int64_t pad_id = 0;       // what its rows are padded with: its tokenizer's pad, else EOS, else 0
+
+  bool retokenize() const { return tokenizer != nullptr; }
+  // What its rows are padded with: its tokenizer's pad, else EOS, else 0.
+  int64_t pad_id() const;
 };
 
 // A deck whose reward model cannot read its rollouts is a DeckError naming the key: prompts
@@ -43,17 +47,17 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
 
 class RewardRetokenizer {
  public:
-  RewardRetokenizer(const Config& config, const RewardReading& reading);
+  RewardRetokenizer(const Config& config, const RewardReading& reading);  // reading.retokenize()
   // The reward model's rows for rollouts with these completions (decoded from the actor's ids)
   // and prompts (the prompt text each was generated from, and its JSONL row), left-padded with
-  // the reading's pad_id: all of a row is prompt, its one action column its last token.
+  // the reading's pad_id(): all of a row is prompt, its one action column its last token.
   RolloutBatch batch(const std::vector<std::string>& completions, const std::vector<std::string>& prompts,
                      const std::vector<std::string>& records) const;
   // The reward model's input ids of one row.
   std::vector<int64_t> ids(const std::string& completion, const std::string& prompt, const std::string& record) const;
 
  private:
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
   bool chat_;
   std::string transform_;
   int64_t pad_id_;
