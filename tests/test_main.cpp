@@ -3,8 +3,15 @@
 // process fails on every rank when a test failed on any rank.
 #include <gtest/gtest.h>
 
+#include <ftw.h>
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+
+#include "quartet/core/files.hpp"
 
 #include "test_main.hpp"
 
@@ -28,6 +35,29 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 const World& world() { return *g_world; }
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "_XXXXXX";
+  path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
+}
+
+ScratchDir::~ScratchDir() {
+  if (path_.empty()) return;
+  nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
+       FTW_DEPTH | FTW_PHYS);
+}
+
+std::string ScratchDir::file(const std::string& name, const std::string& text) const {
+  const std::string p = path(name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+std::string ScratchDir::file_in_subdirs(const std::string& name, const std::string& text) const {
+  make_directories(parent_directory(path(name)));
+  return file(name, text);
+}
 }  // namespace quartet::test
 
 int main(int argc, char** argv) {

@@ -18,4 +18,22 @@ std::string error_of(F&& f) {
   }
   return "<no error>";
 }
+
+// A fresh directory under $TMPDIR (else /tmp), named <prefix>_XXXXXX, removed with everything in
+// it when the object goes.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix = "quartet_test");
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  // Writes `text` to <dir>/<name>, returns the path (a missing parent directory: not written).
+  std::string file(const std::string& name, const std::string& text) const;
+  // The same, its parent directories made first.
+  std::string file_in_subdirs(const std::string& name, const std::string& text) const;
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
 }  // namespace quartet::test

@@ -44,27 +44,6 @@ std::string refusal(const std::vector<std::string>& sets) {
   return test::error_of([&] { example_deck(sets); });
 }
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/quartet_rm_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 std::string pair_line(const std::string& prompt, const std::string& chosen, const std::string& rejected) {
   return "{\"prompt\": \"" + prompt + "\", \"chosen\": \"" + chosen + "\", \"rejected\": \"" + rejected + "\"}\n";
@@ -161,7 +140,7 @@ TEST(RmDeck, StepsFromEpochsOrGiven) {
 }
 
 TEST(PairStage, FilesAreOneDatasetAndMicroBatchesRoundTrip) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_rm"};
   const std::string a = dir.file("a.jsonl", pair_line("sort 21=", "12", "21") + pair_line("sort 3=", "3", "33"));
   const std::string b = dir.file("b.jsonl", pair_line("sort 987=", "789", "798"));
   const Config c = example_deck({"rm.data=" + a + "," + b});

@@ -31,27 +31,6 @@ using namespace quartet;
 
 namespace {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/quartet_sft_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -82,7 +61,7 @@ SftExample example(std::vector<int64_t> ids, int64_t prompt_length) {
 }  // namespace
 
 TEST(SftFile, PlainRowsAndTheirRefusals) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_sft"};
   const std::string good = dir.file("good.jsonl", "{\"prompt\": \"sort 21=\", \"answer\": \"12\", \"x\": 1}\n\n"
                                                   "{\"prompt\": \"sort 3=\", \"answer\": \"3\"}\n");
   const auto rows = read_sft_rows(good, "prompt", "answer");
@@ -106,7 +85,7 @@ TEST(SftFile, PlainRowsAndTheirRefusals) {
 }
 
 TEST(SftFile, PreparedRowsAndTheirRefusals) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_sft"};
   const std::string h = header_line(builtin_sha());
   auto row = [](nlohmann::json patch) {
     nlohmann::json r = {{"prompt", "sort 1="}, {"response", "1"}, {"input_ids", {1, 85, 4, 5}},
@@ -159,7 +138,7 @@ TEST(SftDataset, PlainRowsAreTheTokenizersIdsAndTheResponseIsTheTarget) {
 }
 
 TEST(SftDataset, RefusesRowsByFileAndLine) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_sft"};
   const std::string data = dir.file("d.jsonl", "{\"prompt\": \"sort 1=\", \"response\": \"1\"}\n"
                                                "{\"prompt\": \"sort 987654321=\", \"response\": \"123456789\"}\n");
   const auto tok = make_builtin_tokenizer();

@@ -32,27 +32,6 @@ using Ids = std::vector<int64_t>;
 
 namespace {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/quartet_pairs_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -81,7 +60,7 @@ nlohmann::json prepared_row(const Ids& p, const Ids& c, const Ids& r) {
 // Plain rows: the prompt with the BOS the tokenizer adds, each response without it and with the
 // EOS after it. A margin where given, 0 elsewhere; a blank line is skipped but counted.
 TEST(PairDataset, PlainPairsTokenizedWithTheRunsTokenizer) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_pairs"};
   const std::string path = dir.file("pairs.jsonl", "{\"prompt\": \"ab\", \"chosen\": \"x\", \"rejected\": \"yz\", \"margin\": 0.5}\n"
                                                    "\n"
                                                    "{\"prompt\": \"c\", \"chosen\": \"\", \"rejected\": \"w\", \"id\": 7}\n");
@@ -132,7 +111,7 @@ TEST(PairDataset, BatchesLeftPadPromptsAndRightPadResponses) {
 }
 
 TEST(PairDataset, PreparedPairsUsedAsTheyAre) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_pairs"};
   const std::string sha = sha256_hex(builtin_tokenizer_json());
   const std::string path = dir.file("prepared.jsonl", lines({pairs_header(sha), prepared_row({1, 40}, {50, 2}, {51, 2}),
                                                              [] {
@@ -168,7 +147,7 @@ TEST(PairDataset, PreparedPairsUsedAsTheyAre) {
 
 // Every bad row is refused naming the file, the line and what is wrong.
 TEST(PairDataset, BadRowsNamedByFileAndLine) {
-  ScratchDir dir;
+  test::ScratchDir dir{"quartet_pairs"};
   auto tok = make_builtin_tokenizer();
   const std::string sha = sha256_hex(builtin_tokenizer_json());
   const auto refusal = [&](const std::string& name, const std::string& text, int64_t max_tokens = 16) {

@@ -23,6 +23,7 @@
 #include "quartet/model/chat_template.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
+#include "test_main.hpp"
 
 using quartet::PromptDataset;
 using quartet::PromptFileHeader;
@@ -31,29 +32,6 @@ using quartet::TokenizerIdentity;
 namespace {
 
 // A scratch directory, removed with its contents at the end (POSIX calls: see core/files.hpp).
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/quartet_prepared_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    quartet::make_directories(quartet::parent_directory(p));
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 template <class F>
 std::string error_of(F&& f) {
@@ -87,7 +65,7 @@ nlohmann::json header_json(const std::string& tok_sha = kShaA, bool applied = fa
 TEST(Sha256, KnownDigests) {
   EXPECT_EQ(quartet::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(quartet::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   EXPECT_EQ(quartet::sha256_file_hex(dir.file("f", "abc")), quartet::sha256_hex("abc"));
   EXPECT_HAS(error_of([&] { quartet::sha256_file_hex(dir.path("missing")); }), dir.path("missing"));
 }
@@ -95,45 +73,45 @@ TEST(Sha256, KnownDigests) {
 // ---- the chat template, where transformers finds it ----------------------------------------------
 
 TEST(ChatTemplate, FoundByTransformersRules) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   EXPECT_FALSE(quartet::find_chat_template(dir.path("")));  // nothing at all
 
   // tokenizer_config.json: a string, or the "default" of named templates.
-  dir.file("a/tokenizer_config.json", R"({"chat_template": "{{ messages }}"})");
+  dir.file_in_subdirs("a/tokenizer_config.json", R"({"chat_template": "{{ messages }}"})");
   auto t = quartet::find_chat_template(dir.path("a"));
   ASSERT_TRUE(t);
   EXPECT_EQ(t->text, "{{ messages }}");
   EXPECT_EQ(t->source, dir.path("a/tokenizer_config.json"));
-  dir.file("b/tokenizer_config.json",
+  dir.file_in_subdirs("b/tokenizer_config.json",
            R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
   EXPECT_EQ(quartet::find_chat_template(dir.path("b"))->text, "D");
-  dir.file("c/tokenizer_config.json", R"({"chat_template": [{"name": "tool_use", "template": "T"}]})");
+  dir.file_in_subdirs("c/tokenizer_config.json", R"({"chat_template": [{"name": "tool_use", "template": "T"}]})");
   EXPECT_FALSE(quartet::find_chat_template(dir.path("c")));
-  dir.file("d/tokenizer_config.json", R"({"chat_template": 3})");
+  dir.file_in_subdirs("d/tokenizer_config.json", R"({"chat_template": 3})");
   EXPECT_HAS(error_of([&] { quartet::find_chat_template(dir.path("d")); }), "tokenizer_config.json: chat_template");
 
   // chat_template.jinja wins over tokenizer_config.json, read with Python's universal newlines.
-  dir.file("a/chat_template.jinja", "line1\r\nline2\rline3\n");
+  dir.file_in_subdirs("a/chat_template.jinja", "line1\r\nline2\rline3\n");
   t = quartet::find_chat_template(dir.path("a"));
   EXPECT_EQ(t->text, "line1\nline2\nline3\n");
   EXPECT_EQ(t->source, dir.path("a/chat_template.jinja"));
   // chat_templates/default.jinja wins over both; other named .jinja files alone hide the config's.
-  dir.file("a/chat_templates/default.jinja", "named default");
+  dir.file_in_subdirs("a/chat_templates/default.jinja", "named default");
   EXPECT_EQ(quartet::find_chat_template(dir.path("a"))->text, "named default");
-  dir.file("b/chat_templates/tool_use.jinja", "T");
+  dir.file_in_subdirs("b/chat_templates/tool_use.jinja", "T");
   EXPECT_FALSE(quartet::find_chat_template(dir.path("b")));
 }
 
 // ---- the header ----------------------------------------------------------------------------------
 
 TEST(PromptHeader, PlainFilesHaveNone) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   EXPECT_FALSE(quartet::read_prompt_header(dir.file("p.jsonl", "\n{\"prompt\": \"a\"}\n")));
   EXPECT_FALSE(quartet::read_prompt_header(dir.file("e.jsonl", "")));
 }
 
 TEST(PromptHeader, ReadsTheFields) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   const std::string p = dir.file("p.jsonl", "\n" + header_json(kShaA, true, kShaB).dump() + "\n");
   const auto h = quartet::read_prompt_header(p);
   ASSERT_TRUE(h);
@@ -146,7 +124,7 @@ TEST(PromptHeader, ReadsTheFields) {
 }
 
 TEST(PromptHeader, MalformedHeadersAreRefusedByFileLineAndField) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   auto refusal = [&](nlohmann::json h, const std::string& part) {
     const std::string p = dir.file("h.jsonl", h.dump() + "\n");
     const std::string e = error_of([&] { quartet::read_prompt_header(p); });
@@ -227,7 +205,7 @@ TEST(PromptIdentity, AnotherTokenizerOrTemplateIsNamed) {
 }
 
 TEST(PromptIdentity, ModelDirectoryAndBuiltinTokenizer) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   // The built-in tokenizer's identity is the file `quartet tokenize random: --write-files` writes.
   quartet::make_directories(dir.path("builtin"));
   quartet::write_builtin_tokenizer_files(dir.path("builtin"), 1024);
@@ -238,8 +216,8 @@ TEST(PromptIdentity, ModelDirectoryAndBuiltinTokenizer) {
   EXPECT_FALSE(builtin.chat_template);
   EXPECT_FALSE(written.chat_template);
 
-  dir.file("m/tokenizer.json", "{}");
-  dir.file("m/chat_template.jinja", "{{ x }}");
+  dir.file_in_subdirs("m/tokenizer.json", "{}");
+  dir.file_in_subdirs("m/chat_template.jinja", "{{ x }}");
   const TokenizerIdentity m = quartet::model_dir_identity(dir.path("m"));
   EXPECT_EQ(m.tokenizer_sha256, quartet::sha256_hex("{}"));
   ASSERT_TRUE(m.chat_template);
@@ -250,7 +228,7 @@ TEST(PromptIdentity, ModelDirectoryAndBuiltinTokenizer) {
 // ---- the rows ------------------------------------------------------------------------------------
 
 TEST(PreparedPrompts, IdsAreUsedAsTheyAreWithAnswersAndRecords) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   auto tok = quartet::make_builtin_tokenizer();
   // Ids that are not what the tokenizer makes of the text: they must come back unchanged.
   const std::string p = dir.file(
@@ -281,7 +259,7 @@ TEST(PreparedPrompts, IdsAreUsedAsTheyAreWithAnswersAndRecords) {
 }
 
 TEST(PreparedPrompts, BadRowsAreRefusedWhenReadByFileAndLine) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   auto tok = quartet::make_builtin_tokenizer();
   const std::string head = header_json().dump() + "\n" + R"({"prompt": "a", "prompt_ids": [1, 2]})" + "\n";
   auto refusal = [&](const std::string& row, const std::string& part, int64_t max_tokens = 8) {
@@ -310,7 +288,7 @@ TEST(PreparedPrompts, BadRowsAreRefusedWhenReadByFileAndLine) {
 }
 
 TEST(PreparedPrompts, Hdf5AndPlainFilesHaveNoHeader) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_prepared"};
   const std::string h5 = dir.path("p.h5");
   quartet::write_tensors_h5(h5, {{"input_ids", torch::ones({1, 2}, torch::kLong)},
                                  {"lengths", torch::full({1}, 2, torch::kLong)}});

@@ -20,6 +20,7 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
 #include "quartet/rl/rule_rewards.hpp"
+#include "test_main.hpp"
 
 using quartet::DatasetPrompt;
 using quartet::PromptCursor;
@@ -31,28 +32,6 @@ namespace {
 // A scratch directory of this test, removed with its contents at the end. (POSIX calls, not
 // std::filesystem: libtorch exports std::filesystem symbols of its own build, and the dynamic
 // linker binds the test to those.)
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/quartet_rl_data_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -78,7 +57,7 @@ std::string error_of(F&& f) {
 // ---- JSONL ------------------------------------------------------------------------------------
 
 TEST(PromptDataset, ReadsJsonlFieldsAnswersAndTokenises) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_rl_data"};
   auto tok = quartet::make_builtin_tokenizer();
   const std::string path = dir.file(
       "p.jsonl",
@@ -114,7 +93,7 @@ TEST(PromptDataset, ReadsJsonlFieldsAnswersAndTokenises) {
 }
 
 TEST(PromptDataset, JsonlErrorsNameFileAndLine) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_rl_data"};
   auto tok = quartet::make_builtin_tokenizer();
   const std::string good = "{\"prompt\": \"ok\"}\n";
   auto error_for = [&](const std::string& name, const std::string& text) {
@@ -152,7 +131,7 @@ TEST(PromptDataset, JsonlErrorsNameFileAndLine) {
 }
 
 TEST(PromptDataset, OverLongAndUntokenisablePromptsAreRefusedWhenDrawn) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_rl_data"};
   auto tok = quartet::make_builtin_tokenizer();
   // "sort 1234=" is 10 characters: 11 tokens with <bos>.
   const std::string path = dir.file("long.jsonl",
@@ -178,7 +157,7 @@ TEST(PromptDataset, OverLongAndUntokenisablePromptsAreRefusedWhenDrawn) {
 // ---- pre-tokenised HDF5 -----------------------------------------------------------------------
 
 TEST(PromptDataset, ReadsPreTokenisedHdf5) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_rl_data"};
   const std::string path = dir.path("tok.h5");
   quartet::write_tensors_h5(
       path, {{"input_ids", torch::tensor({{1, 5, 6, 7}, {1, 8, 0, 0}, {1, 9, 10, 0}}, torch::kLong)},
@@ -213,7 +192,7 @@ TEST(PromptDataset, ReadsPreTokenisedHdf5) {
 }
 
 TEST(PromptDataset, Hdf5ErrorsNameTheFile) {
-  ScratchDir dir;
+  quartet::test::ScratchDir dir{"quartet_rl_data"};
   auto open = [](const std::string& path) {
     return error_of([&] { PromptDataset(path, "prompt", nullptr, 16); });
   };
