@@ -128,9 +128,14 @@ std::vector<MemoryTerm> persistent_terms(const RoleModel& m, bool parked) {
 
 Shape shape_of(const Config& c) {
   // Each prompt is generated (and then scored) algorithm.samples_per_prompt times.
-  const int64_t sequences = static_cast<int64_t>(c.rollout.batch) * c.algorithm.samples_per_prompt;
+  const int64_t samples = c.algorithm.samples_per_prompt;
+  const int64_t sequences = static_cast<int64_t>(c.rollout.batch) * samples;
+  const int64_t chunk = c.rollout.micro_batch > 0 ? std::min(c.rollout.micro_batch, c.rollout.batch) : c.rollout.batch;
+  const int64_t chunk_rows = chunk * samples;
+  const int64_t score_rows =
+      c.rollout.score_micro_batch > 0 ? std::min<int64_t>(c.rollout.score_micro_batch, chunk_rows) : chunk_rows;
   return {c.train.micro_batch, sequences, c.rollout.max_prompt_tokens,
-          static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens};
+          static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens, chunk_rows, score_rows};
 }
 
 std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
@@ -200,7 +205,7 @@ std::vector<MemoryTerm> score_terms(const RoleModel& m, const Config& cfg) {
   const Role r = m.role;
   const auto b = static_cast<double>(m.b);
   const Shape s = shape_of(cfg);
-  const double rb = static_cast<double>(s.rollout_batch), T = static_cast<double>(s.T);
+  const double rb = static_cast<double>(s.score_rows), T = static_cast<double>(s.T);
   std::vector<MemoryTerm> t;
   const double gathered = (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b +
                           (m.section->offload_params ? 2.0 * static_cast<double>(l.max_block_shard) * b : 0.0);
@@ -218,7 +223,10 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   const Role r = m.role;
   const auto b = static_cast<double>(m.b);
   const Shape s = shape_of(cfg);
-  const double rb = static_cast<double>(s.rollout_batch), T = static_cast<double>(s.T);
+  // The chunk's rows decode together; the old log-probs' pass on the cache (below) runs
+  // rollout.score_micro_batch rows at a time.
+  const double rb = static_cast<double>(s.chunk_rows), sb = static_cast<double>(s.score_rows);
+  const double T = static_cast<double>(s.T);
   std::vector<MemoryTerm> t;
   t.push_back({"full model (hybrid engine)", r, u64(static_cast<double>(m.layout.padded_sum) * b), Where::device});
   t.push_back({"kv cache", r,
@@ -229,11 +237,13 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   // where larger than the prompt's forward and a decoding step's.
   const double P = static_cast<double>(s.prompt), A = T - P, V = static_cast<double>(c.vocab_size);
   const bool on_cache = cfg.rollout.reuse_prompt_cache;
-  const double activations = no_grad_block(m, rb, P, P), logits = rb * V * 4;
-  t.push_back({"activations", r, u64(on_cache ? std::max(activations, no_grad_block(m, rb, A, T)) : activations),
+  // The prompt's pass runs once per prompt, its rows shared by the prompt's samples.
+  const double prompts = rb / static_cast<double>(std::max(1, cfg.algorithm.samples_per_prompt));
+  const double activations = no_grad_block(m, prompts, P, P), logits = rb * V * 4;
+  t.push_back({"activations", r, u64(on_cache ? std::max(activations, no_grad_block(m, sb, A, T)) : activations),
                Where::device});
   t.push_back({"logits", r,
-               u64(on_cache ? std::max(logits, rb * A * V * (b + estimate::kScoreLogitsFp32Copies * 4)) : logits),
+               u64(on_cache ? std::max(logits, sb * A * V * (b + estimate::kScoreLogitsFp32Copies * 4)) : logits),
                Where::device});
   return t;
 }

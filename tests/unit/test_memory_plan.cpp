@@ -256,7 +256,9 @@ TEST(MemoryPlan, CheckpointingLowersActivations) {
 }
 
 // The rollouts are sequences, each prompt sampled algorithm.samples_per_prompt times: the
-// generate and score phases count 8 prompts x 4 samples as 16 x 2, and more than 8 x 2.
+// score phases count 8 prompts x 4 samples as 16 x 2, and more than 8 x 2. Generation holds
+// the same cache for both, but runs the prompt's pass once per prompt, so 8 x 4 holds less
+// than 16 x 2 and more than 8 x 2.
 TEST(MemoryPlan, SamplesPerPromptMultiplyTheRollouts) {
   const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\n";
   auto plan = [&](int prompts, int samples) {
@@ -270,10 +272,48 @@ TEST(MemoryPlan, SamplesPerPromptMultiplyTheRollouts) {
     const RolePlan &pa = role_plan(a, rank, role), &pb = role_plan(b, rank, role), &pc = role_plan(c, rank, role);
     ASSERT_EQ(pa.phases.size(), pc.phases.size());
     for (size_t i = 0; i < pa.phases.size(); ++i) {
-      if (pa.phases[i].name != "generate" && pa.phases[i].name != "score") continue;
-      EXPECT_EQ(pa.phases[i].device_bytes(), pb.phases[i].device_bytes()) << pa.phases[i].name;
-      EXPECT_GT(pa.phases[i].device_bytes(), pc.phases[i].device_bytes()) << pa.phases[i].name;
+      const std::string& name = pa.phases[i].name;
+      if (name == "score") EXPECT_EQ(pa.phases[i].device_bytes(), pb.phases[i].device_bytes()) << name;
+      if (name == "generate") EXPECT_LT(pa.phases[i].device_bytes(), pb.phases[i].device_bytes()) << name;
+      if (name == "score" || name == "generate")
+        EXPECT_GT(pa.phases[i].device_bytes(), pc.phases[i].device_bytes()) << name;
     }
+  }
+}
+
+// Generation holds one chunk (rollout.micro_batch prompts) at a time and a scoring pass reads
+// rollout.score_micro_batch rows: 16 prompts in chunks of 4 plan every term of the generate
+// and score phases as 4 prompts do, and scoring 8 rows a pass as a batch of 8 rows does; only
+// the rollout exchange (the whole batch) grows with the batch.
+TEST(MemoryPlan, MicroBatchesBoundGenerateAndScore) {
+  const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\nvocab = 5000\n";
+  auto plan = [&](int prompts, int chunk, int score_rows) {
+    return make_memory_plan(parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n", "", sizes),
+                                  {"rollout.batch=" + std::to_string(prompts), "algorithm.samples_per_prompt=4",
+                                   "rollout.micro_batch=" + std::to_string(chunk),
+                                   "rollout.score_micro_batch=" + std::to_string(score_rows)}),
+                            4);
+  };
+  // The phase's device bytes without the rollout exchange.
+  auto bytes = [](const MemoryPlan& p, int rank, Role role, const std::string& name) {
+    for (const auto& ph : role_plan(p, rank, role).phases) {
+      if (ph.name != name) continue;
+      std::uint64_t n = 0;
+      for (const auto& t : ph.terms)
+        if (t.where == Where::device && t.name != "rollout exchange") n += t.bytes;
+      return n;
+    }
+    throw std::runtime_error("no phase " + name);
+  };
+  const MemoryPlan whole = plan(16, 0, 0), chunked = plan(16, 4, 0), four = plan(4, 0, 0);
+  const MemoryPlan scored = plan(16, 4, 8), eight = plan(2, 0, 0);
+  EXPECT_LT(bytes(chunked, 0, Role::actor, "generate"), bytes(whole, 0, Role::actor, "generate"));
+  EXPECT_EQ(bytes(chunked, 0, Role::actor, "generate"), bytes(four, 0, Role::actor, "generate"));
+  for (auto [rank, role] : {std::pair{0, Role::actor}, {1, Role::critic}, {2, Role::reference}, {3, Role::reward}}) {
+    EXPECT_LT(bytes(chunked, rank, role, "score"), bytes(whole, rank, role, "score")) << role_name(role);
+    EXPECT_EQ(bytes(chunked, rank, role, "score"), bytes(four, rank, role, "score")) << role_name(role);
+    EXPECT_LT(bytes(scored, rank, role, "score"), bytes(chunked, rank, role, "score")) << role_name(role);
+    EXPECT_EQ(bytes(scored, rank, role, "score"), bytes(eight, rank, role, "score")) << role_name(role);
   }
 }
 

@@ -36,8 +36,12 @@ struct RoleModel {
 };
 
 // The deck's sequence shapes.
+// Rows are sequences, not prompts: rollout_batch the rank's whole rollout, chunk_rows those
+// generated together (a chunk of rollout.micro_batch prompts), score_rows those of one scoring
+// pass (rollout.score_micro_batch, else a chunk's).
 struct Shape {
-  int64_t micro_batch, rollout_batch, prompt, T;  // rollout_batch: sequences, not prompts
+  int64_t micro_batch, rollout_batch, prompt, T;
+  int64_t chunk_rows, score_rows;
 };
 Shape shape_of(const Config& c);
 
