@@ -155,7 +155,8 @@ void add_train_keys(po::options_description& d) {
       ("train.warmup", po::value<int>()->default_value(tr.warmup), "learning-rate warm-up in optimizer steps (>= 0)")
       ("train.schedule", po::value<std::string>()->default_value(name_of(tr.schedule)), "learning rate after warm-up: constant | linear | cosine (decay to min_lr_ratio over the run)")
       ("train.min_lr_ratio", po::value<double>()->default_value(tr.min_lr_ratio), "floor of the decayed learning rate, as a fraction of lr, in [0, 1]")
-      ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs its training micro-batches as replayed CUDA graphs; their memory stays reserved (the plan's \"train graph\")");
+      ("train.cuda_graphs", po::value<bool>()->default_value(tr.cuda_graphs), "a trained model alone on its GPU runs its training micro-batches as replayed CUDA graphs; their memory stays reserved (the plan's \"train graph\")")
+      ("train.micro_batch_tokens", po::value<int>()->default_value(tr.micro_batch_tokens), "quartet train's updates pack each minibatch's sequences back to back without padding into micro-batches of up to this many tokens and rank (a longer sequence alone), each attending within itself only (0 = micro_batch padded sequences a micro-batch; packed ones run without CUDA graphs)");
 }
 // [algorithm]: the RL algorithm and its coefficients.
 void add_algorithm_keys(po::options_description& d) {
@@ -207,6 +208,7 @@ void add_rollout_keys(po::options_description& d) {
       ("rollout.batch", po::value<int>()->default_value(ro.batch), "prompts per generation batch and rank (count, >= 1)")
       ("rollout.micro_batch", po::value<int>()->default_value(ro.micro_batch), "prompts per generation chunk and rank (0 = the whole batch); the scoring groups score chunk c while chunk c+1 is generated")
       ("rollout.score_micro_batch", po::value<int>()->default_value(ro.score_micro_batch), "sequences per scoring forward pass (log-probs, values, rewards) and rank (0 = a whole generation chunk)")
+      ("rollout.score_tokens", po::value<int>()->default_value(ro.score_tokens), "packed scoring: each pass holds consecutive sequences back to back without padding, up to this many tokens and rank (a longer sequence alone), each attending within itself only, so that its cost follows the tokens (0 = padded passes of score_micro_batch sequences)")
       ("rollout.max_prompt_tokens", po::value<int>()->default_value(ro.max_prompt_tokens), "longest prompt in tokens (count, >= 1)")
       ("rollout.max_new_tokens", po::value<int>()->default_value(ro.max_new_tokens), "tokens generated at most per prompt (count, >= 1)")
       ("rollout.min_new_tokens", po::value<int>()->default_value(ro.min_new_tokens), "no stop token (EOS included) is sampled before this many new tokens (count, 0 .. max_new_tokens), as HF generate's min_new_tokens")
@@ -503,7 +505,8 @@ RolloutConfig load_rollout(const Deck& deck) {
     if (*value < 1) deck.fail(std::string("rollout.") + key, "must be at least 1");
   }
   const std::pair<const char*, int*> optional_counts[] = {
-      {"micro_batch", &r.micro_batch}, {"score_micro_batch", &r.score_micro_batch}, {"top_k", &r.top_k}};
+      {"micro_batch", &r.micro_batch}, {"score_micro_batch", &r.score_micro_batch}, {"score_tokens", &r.score_tokens},
+      {"top_k", &r.top_k}};
   for (const auto& [key, value] : optional_counts) {
     *value = deck.get<int>(std::string("rollout.") + key);
     if (*value < 0) deck.fail(std::string("rollout.") + key, "must be >= 0");
@@ -524,6 +527,8 @@ TrainConfig load_train(const Deck& deck) {
   TrainConfig t;
   t.micro_batch = deck.get<int>("train.micro_batch");
   if (t.micro_batch < 1) deck.fail("train.micro_batch", "must be at least 1");
+  t.micro_batch_tokens = deck.get<int>("train.micro_batch_tokens");
+  if (t.micro_batch_tokens < 0) deck.fail("train.micro_batch_tokens", "must be >= 0");
   t.max_grad_norm = deck.get<double>("train.max_grad_norm");
   if (!(t.max_grad_norm >= 0)) deck.fail("train.max_grad_norm", "must be >= 0");
   t.adam_beta1 = deck.get<double>("train.adam_beta1");

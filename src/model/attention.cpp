@@ -82,6 +82,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
     k = apply_rotary(k, s.cos, s.sin, interleaved);
   }
   if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
+  if (s.cu_seqlens.defined()) return project_out(packed_attention(q, k, v, s, layer));
   if (s.cache) {
     auto& ck = s.cache->k[static_cast<size_t>(layer)];
     auto& cv = s.cache->v[static_cast<size_t>(layer)];
@@ -119,6 +120,52 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
                                                     1.0 / std::sqrt(static_cast<double>(hd)), native_gqa);
   out = out.transpose(1, 2).reshape({B, T, nh * hd});
   return project_out(out);
+}
+
+torch::Tensor AttentionImpl::packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const Step& s, int64_t layer) {
+  const int64_t N = q.size(2), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  // Sliding layers: keys fewer than sliding_window positions back (set_pass_masks' rule).
+  const bool slides = c_.sliding_layers[static_cast<size_t>(layer)] && s.max_seq > c_.sliding_window;
+  const bool half = q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf;
+  if (q.is_cuda() && half && c_.family != Family::gptj && hd <= 256 && hd % 8 == 0) {
+    // FlashAttention's varlen kernel: [N, heads, hd] with the sequences' offsets; it takes
+    // fewer key/value heads itself, and has its own backward.
+    auto heads = [](const torch::Tensor& t) { return t.squeeze(0).transpose(0, 1).contiguous(); };
+    const std::optional<int64_t> left = slides ? std::optional<int64_t>(c_.sliding_window - 1) : std::nullopt;
+    const std::optional<int64_t> right = slides ? std::optional<int64_t>(0) : std::nullopt;
+    auto out = std::get<0>(at::_flash_attention_forward(heads(q), heads(k), heads(v), s.cu_seqlens, s.cu_seqlens,
+                                                        s.max_seq, s.max_seq, 0.0, /*is_causal=*/true,
+                                                        /*return_debug_mask=*/false, scale, left, right));
+    return out.reshape({1, N, nh * hd});
+  }
+  // Elsewhere (the CPU, float32, GPT-J's float32 attention): SDPA on each sequence alone.
+  const bool fp32_attention = c_.family == Family::gptj && half;
+  std::vector<torch::Tensor> outs;
+  int64_t start = 0;
+  for (int64_t n : s.seq_lengths) {
+    auto qs = q.narrow(2, start, n), ks = k.narrow(2, start, n), vs = v.narrow(2, start, n);
+    start += n;
+    if (nkv != nh) {
+      ks = ks.repeat_interleave(nh / nkv, 1);
+      vs = vs.repeat_interleave(nh / nkv, 1);
+    }
+    std::optional<torch::Tensor> mask;
+    if (slides && n > c_.sliding_window) {
+      auto i = torch::arange(n, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+      auto d = i.unsqueeze(1) - i.unsqueeze(0);  // query minus key position
+      mask = (d >= 0).logical_and(d < c_.sliding_window);
+    }
+    if (fp32_attention) {
+      qs = qs.to(torch::kFloat);
+      ks = ks.to(torch::kFloat);
+      vs = vs.to(torch::kFloat);
+    }
+    outs.push_back(at::scaled_dot_product_attention(qs, ks, vs, mask, 0.0, /*is_causal=*/!mask.has_value(), scale)
+                       .to(q.scalar_type()));
+  }
+  return torch::cat(outs, 2).transpose(1, 2).reshape({1, N, nh * hd});
 }
 
 torch::Tensor AttentionImpl::norm_q(const torch::Tensor& q) { return q_norm_ ? q_norm_(q) : q; }

@@ -139,6 +139,12 @@ torch::Tensor TransformerImpl::head_output(const torch::Tensor& hidden, const to
   return {};
 }
 
+torch::Tensor TransformerImpl::head_at(const torch::Tensor& hidden, const torch::Tensor& at) {
+  auto picked = hidden.index_select(1, at.to(hidden.device()));
+  if (head_ == Head::causal_lm) return head_output(picked, torch::Tensor());
+  return impl_->head(picked).squeeze(-1);  // token_value and sequence_reward alike
+}
+
 torch::Tensor TransformerImpl::next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                  KVCache* cache) {
   QUARTET_CHECK(head_ == Head::causal_lm, "next_token_logits needs the causal_lm head");

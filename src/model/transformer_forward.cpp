@@ -108,4 +108,35 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   return x;
 }
 
+torch::Tensor TransformerImpl::packed_hidden_states(const PackedSequences& packed) {
+  const ModelConfig& c = config_;
+  QUARTET_CHECK(packed.ids.dim() == 2 && packed.ids.size(0) == 1 && packed.tokens() > 0 &&
+                    packed.positions.sizes() == packed.ids.sizes() &&
+                    packed.cu_seqlens.numel() == packed.sequences() + 1,
+                "Transformer: packed sequences need ids and positions [1, N] and cu_seqlens [n + 1]");
+  QUARTET_CHECK(c.family != Family::gpt2 || packed.max_len <= c.max_positions,
+                "Transformer: a packed sequence of " + std::to_string(packed.max_len) + " tokens, but this gpt2 model has " +
+                    std::to_string(c.max_positions) + " positions (n_positions)");
+  const auto dev = packed.ids.device();
+  Step step;
+  step.cu_seqlens = packed.cu_seqlens;
+  step.seq_lengths = packed.lengths;
+  step.max_seq = packed.max_len;
+  const auto& pos = packed.positions;
+  auto x = impl_->base->embed(packed.ids);
+  if (c.family == Family::gpt2) {
+    x = x + impl_->base->wpe(pos);
+  } else {
+    // Dynamic scaling from the longest sequence, as HF takes it (the largest position + 1).
+    torch::Tensor inv = c.rope_scaling.type == "dynamic" && packed.max_len > c.max_positions
+                            ? rotary_inv_freq(c, packed.max_len).to(dev)
+                            : impl_->inv_freq_on(dev);
+    std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
+  }
+  const bool recompute = impl_->checkpointing && torch::GradMode::is_enabled();
+  step.carry = !recompute && layers::can_carry(impl_->base, x);
+  x = impl_->run_blocks(step, x, c.num_layers, recompute);
+  return layers::final_norm(impl_->base, x, step.carry, c.norm_eps);
+}
+
 }  // namespace quartet

@@ -9,6 +9,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 #include "quartet/rl/losses.hpp"
+#include "quartet/rl/packed_rollouts.hpp"
 
 namespace quartet {
 
@@ -81,34 +82,50 @@ RolloutBatch select_rows(const RolloutBatch& b, const torch::Tensor& index) {
   return {b.sequences.index_select(0, i), b.attention_mask.index_select(0, i), b.action_mask.index_select(0, i)};
 }
 
+RolloutBatch select_range(const RolloutBatch& b, int64_t begin, int64_t count) {
+  return {b.sequences.narrow(0, begin, count), b.attention_mask.narrow(0, begin, count),
+          b.action_mask.narrow(0, begin, count)};
+}
+
 RolloutBatch on_device(const RolloutBatch& b, torch::Device d) {
   return {b.sequences.to(d), b.attention_mask.to(d), b.action_mask.to(d)};
 }
 
 namespace {
 
-// Runs `fn` on micro-batches of `batch`, the same number of times on every rank of the group,
-// and concatenates the results of the real ones.
-torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_device_batch, int64_t micro_batch,
-                            const std::function<torch::Tensor(const RolloutBatch&)>& fn) {
+// Runs `padded` (or, with passes.tokens, `packed` on the rows packed) on the passes of
+// `batch`, the same number of times on every rank of the group, and concatenates the results
+// of the real ones.
+torch::Tensor micro_batched(ShardedModel& model, const RolloutBatch& cpu_or_device_batch, const ScorePasses& passes,
+                            const std::function<torch::Tensor(const RolloutBatch&)>& padded,
+                            const std::function<torch::Tensor(const RolloutBatch&, const std::vector<int64_t>&)>& packed) {
   torch::NoGradGuard no_grad;
   // On the device once: a blocking copy per micro-batch would wait for the device each time.
   const RolloutBatch batch = on_device(cpu_or_device_batch, model.device());
   const int64_t rows = batch.rows();
-  const int64_t mine = (rows + micro_batch - 1) / micro_batch;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<int64_t> lengths;
+  if (passes.tokens > 0 && rows > 0) {
+    lengths = row_lengths(batch);
+    ranges = token_passes(lengths, passes.tokens);
+  } else {
+    const int64_t step = passes.rows > 0 ? passes.rows : std::max<int64_t>(rows, 1);
+    for (int64_t begin = 0; begin < rows; begin += step) ranges.emplace_back(begin, std::min(rows, begin + step));
+  }
+  const auto mine = static_cast<int64_t>(ranges.size());
   const int64_t calls = group_max(model.group(), mine);
   std::vector<torch::Tensor> parts;
   for (int64_t k = 0; k < calls; ++k) {
     if (k < mine) {
-      const int64_t begin = k * micro_batch, n = std::min(micro_batch, rows - begin);
-      RolloutBatch mb{batch.sequences.narrow(0, begin, n), batch.attention_mask.narrow(0, begin, n),
-                      batch.action_mask.narrow(0, begin, n)};
-      parts.push_back(fn(mb));
+      const auto [begin, end] = ranges[static_cast<size_t>(k)];
+      const RolloutBatch mb = select_range(batch, begin, end - begin);
+      parts.push_back(lengths.empty() ? padded(mb)
+                                      : packed(mb, std::vector<int64_t>(lengths.begin() + begin, lengths.begin() + end)));
     } else {
       // An empty turn: one pad token through the model so the group's collectives line up.
       auto opts = torch::TensorOptions().dtype(torch::kLong).device(model.device());
       RolloutBatch dummy{torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts), torch::ones({1, 1}, opts)};
-      (void)fn(dummy);
+      (void)padded(dummy);
     }
   }
   return parts.empty() ? torch::Tensor() : torch::cat(parts);
@@ -164,16 +181,46 @@ torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch, Padd
   return values.narrow(1, b.prompt_len() - 1, b.actions()).to(torch::kFloat32);
 }
 
-torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+namespace {
+
+torch::Tensor packed_logprobs(ShardedModel& model, const RolloutBatch& batch, const std::vector<int64_t>& lengths,
+                              const SamplingView& view, torch::Tensor* entropy) {
+  const PackedRollouts p = pack_rollouts(on_device(batch, model.device()), lengths);
+  auto logits = model.forward_packed(p.seqs, p.predict_at);
+  torch::Tensor per_token_entropy;
+  auto logp = logprobs_in_view(logits, p.action_ids.view({1, -1}), view, entropy ? &per_token_entropy : nullptr);
+  if (entropy) *entropy = unpack_actions(per_token_entropy, p);
+  return unpack_actions(logp, p);
+}
+
+torch::Tensor packed_values(ShardedModel& model, const RolloutBatch& batch, const std::vector<int64_t>& lengths) {
+  const PackedRollouts p = pack_rollouts(on_device(batch, model.device()), lengths);
+  return unpack_actions(model.forward_packed(p.seqs, p.predict_at).to(torch::kFloat32), p);
+}
+
+}  // namespace
+
+torch::Tensor action_logprobs_packed(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
+                                     torch::Tensor* entropy) {
+  return packed_logprobs(model, batch, row_lengths(batch), view, entropy);
+}
+
+torch::Tensor action_values_packed(ShardedModel& model, const RolloutBatch& batch) {
+  return packed_values(model, batch, row_lengths(batch));
+}
+
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes,
                              const SamplingView& view) {
-  const PaddingLayout padding = padding_layout(batch);  // once for the whole batch: it is a read-back
-  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
-    return action_logprobs(model, mb, view, nullptr, padding);
-  });
+  const PaddingLayout padding = passes.tokens > 0 ? PaddingLayout::anywhere : padding_layout(batch);  // a read-back
+  return micro_batched(
+      model, batch, passes, [&](const RolloutBatch& mb) { return action_logprobs(model, mb, view, nullptr, padding); },
+      [&](const RolloutBatch& mb, const std::vector<int64_t>& lengths) {
+        return packed_logprobs(model, mb, lengths, view, nullptr);
+      });
 }
 
 torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& batch, const KVCache& cache,
-                                      int64_t micro_batch, const SamplingView& view) {
+                                      const ScorePasses& passes, const SamplingView& view) {
   torch::NoGradGuard no_grad;
   Transformer& net = model.module();
   QUARTET_CHECK(net->head() == Head::causal_lm, "score_logprobs_on_cache: the model needs the causal_lm head");
@@ -190,7 +237,7 @@ torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& b
                     std::to_string(cache.max_len) + " does not fit a batch of " + std::to_string(P) + " prompt and " +
                     std::to_string(A) + " action tokens");
   std::vector<torch::Tensor> parts;
-  const int64_t step = micro_batch > 0 ? micro_batch : R;
+  const int64_t step = passes.rows > 0 ? passes.rows : R;
   for (int64_t begin = 0; begin < R; begin += step) {
     const int64_t n = std::min(step, R - begin);
     // The rows' cache with the prompt's last token left out: it is fed again, so that its
@@ -210,19 +257,28 @@ torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& b
   return torch::cat(parts);
 }
 
-torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  const PaddingLayout padding = padding_layout(batch);
-  return micro_batched(model, batch, micro_batch,
-                       [&](const RolloutBatch& mb) { return action_values(model, mb, padding); });
+torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes) {
+  const PaddingLayout padding = passes.tokens > 0 ? PaddingLayout::anywhere : padding_layout(batch);
+  return micro_batched(
+      model, batch, passes, [&](const RolloutBatch& mb) { return action_values(model, mb, padding); },
+      [&](const RolloutBatch& mb, const std::vector<int64_t>& lengths) { return packed_values(model, mb, lengths); });
 }
 
-torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch) {
-  const PaddingLayout padding = padding_layout(batch);
-  return micro_batched(model, batch, micro_batch, [&](const RolloutBatch& mb) {
-    auto b = on_device(mb, model.device());
-    // The head still reads the mask: a row's score is at its last real token.
-    return model.forward(b.sequences, b.attention_mask, /*head_from=*/0, padding).to(torch::kFloat32);
-  });
+torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes) {
+  const PaddingLayout padding = passes.tokens > 0 ? PaddingLayout::anywhere : padding_layout(batch);
+  return micro_batched(
+      model, batch, passes,
+      [&](const RolloutBatch& mb) {
+        auto b = on_device(mb, model.device());
+        // The head still reads the mask: a row's score is at its last real token.
+        return model.forward(b.sequences, b.attention_mask, /*head_from=*/0, padding).to(torch::kFloat32);
+      },
+      [&](const RolloutBatch& mb, const std::vector<int64_t>& lengths) {
+        const PackedRollouts p = pack_rollouts(on_device(mb, model.device()), lengths);
+        QUARTET_CHECK(p.seqs.sequences() == mb.rows(), "score_sequences: a row without tokens");
+        // The score at each sequence's last token, as the padded head takes it.
+        return model.forward_packed(p.seqs, p.last_at).to(torch::kFloat32).view({-1});
+      });
 }
 
 }  // namespace quartet

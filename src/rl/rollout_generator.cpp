@@ -18,7 +18,8 @@ RolloutGenerator::RolloutGenerator(const Config& config, RoleModel& actor, const
   sampling_.cache_slots = max_width_;  // room for the widest rollout, should the cache be kept
 }
 
-void RolloutGenerator::generate(Iteration& it, Scoring& scoring, const SamplingView& view, int64_t score_micro_batch) {
+void RolloutGenerator::generate(Iteration& it, Scoring& scoring, const SamplingView& view,
+                                const ScorePasses& score_passes) {
   std::vector<torch::Tensor> old_parts;
   actor_.model->gather_full();  // the full weights once per iteration
   const bool on_cache = config_.rollout.reuse_prompt_cache;
@@ -29,8 +30,8 @@ void RolloutGenerator::generate(Iteration& it, Scoring& scoring, const SamplingV
     // The scoring groups get the chunk first, so that they score while the actor takes its
     // old log-probs.
     scoring.hand_off(c, b, {{it.prompts.begin() + first, it.prompts.end()}, {it.records.begin() + first, it.records.end()}});
-    old_parts.push_back(on_cache ? score_logprobs_on_cache(*actor_.model, b, cache, score_micro_batch, view)
-                                 : score_logprobs(*actor_.model, b, score_micro_batch, view));
+    old_parts.push_back(on_cache ? score_logprobs_on_cache(*actor_.model, b, cache, score_passes, view)
+                                 : score_logprobs(*actor_.model, b, score_passes, view));
     it.chunks.push_back(b);
   }
   actor_.model->release_full();

@@ -31,7 +31,7 @@ class ColocatedScoring : public Scoring {
   void hand_off(int, const RolloutBatch&, const RowPrompts&) override {}
 
   void score(Iteration& it, PhaseClock&) override {
-    const int64_t mb = setup_.micro_batch;
+    const ScorePasses mb = setup_.micro_batch;
     if (RoleModel* reference = models_.get(Role::reference)) {
       parking_.keep_only({Role::reference});
       it.ref_logp = score_logprobs(*reference->model, it.batch, mb, setup_.view);

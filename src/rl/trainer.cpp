@@ -136,7 +136,7 @@ class Trainer {
   std::unique_ptr<RolloutGenerator> generator_;  // actor ranks
   std::vector<DatasetPrompt> eval_prompts_;      // actor ranks: their share of eval.prompts
   std::unique_ptr<Evaluator> evaluator_;         // every rank
-  int64_t score_micro_batch_ = 1;
+  ScorePasses score_passes_ = 1;
 
   KlController kl_;
   RunningMoments moments_;
@@ -269,13 +269,14 @@ void Trainer::make_phases() {
   // Sequences per scoring pass: rollout.score_micro_batch, else a whole chunk's (what the memory
   // plan counts). Wider passes keep the device busy: at 8 sequences of 256 tokens an 886M
   // model's forward spends a sixth of its time waiting for the host's launches.
-  score_micro_batch_ = cfg_.rollout.score_micro_batch > 0
+  score_passes_.rows = cfg_.rollout.score_micro_batch > 0
                            ? cfg_.rollout.score_micro_batch
                            : static_cast<int64_t>(layout.prompts_per_chunk) * al_.samples_per_prompt;
+  score_passes_.tokens = cfg_.rollout.score_tokens;  // packed passes where set
   parking_ = std::make_unique<ModelParking>(models_, colocated() && park_idle_);
   ScoringSetup setup;
   setup.chunks = layout.chunks;
-  setup.micro_batch = score_micro_batch_;
+  setup.micro_batch = score_passes_;
   setup.pad_id = sampling_.pad_id;
   setup.max_width = max_rollout_width(cfg_.rollout);
   setup.view = sampling_view();
@@ -364,7 +365,7 @@ void Trainer::mark_overlong(Iteration& it) {
 void Trainer::generate(Iteration& it) {
   if (generator_) {
     parking_->keep_only({Role::actor});
-    generator_->generate(it, *scoring_, sampling_view(), score_micro_batch_);
+    generator_->generate(it, *scoring_, sampling_view(), score_passes_);
   }
   clock_.end(kGenerate);
 }

@@ -11,6 +11,7 @@
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/lr_schedule.hpp"
+#include "quartet/rl/packed_rollouts.hpp"
 #include "quartet/shard/step_graph.hpp"
 
 namespace quartet {
@@ -49,21 +50,53 @@ struct Totals {
   double value(Slot k) const { return sums[k].defined() ? sums[k].item<double>() : 0.0; }
 };
 
+// Each minibatch's micro-batches as ranges [a, b) of the epoch's row order (perm, on the host),
+// the same count for every minibatch and rank (an empty range is a padding turn): `micro` rows
+// each, or, with token lengths, consecutive rows of at most `budget` tokens (a longer row alone).
+using MicroRanges = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
+MicroRanges micro_ranges(const torch::Tensor& perm_cpu, int64_t rows, int64_t mb, int64_t minibatches, int64_t micro,
+                         const std::vector<int64_t>* lengths, int64_t budget, Collectives& group) {
+  MicroRanges plan(static_cast<size_t>(minibatches));
+  int64_t micros = (mb + micro - 1) / micro;
+  if (lengths) {
+    const int64_t* order = perm_cpu.data_ptr<int64_t>();
+    int64_t most = 1;
+    for (int64_t k = 0; k < minibatches; ++k) {
+      const int64_t lo = std::min(rows, k * mb), hi = std::min(rows, (k + 1) * mb);
+      std::vector<int64_t> step_lengths;
+      for (int64_t i = lo; i < hi; ++i) step_lengths.push_back((*lengths)[static_cast<size_t>(order[i])]);
+      for (auto [a, b] : token_passes(step_lengths, budget)) plan[static_cast<size_t>(k)].emplace_back(lo + a, lo + b);
+      most = std::max<int64_t>(most, static_cast<int64_t>(plan[static_cast<size_t>(k)].size()));
+    }
+    micros = group_max(group, most);
+  } else {
+    for (int64_t k = 0; k < minibatches; ++k) {
+      const int64_t lo = std::min(rows, k * mb), hi = std::min(rows, (k + 1) * mb);
+      for (int64_t m = 0; m < micros; ++m)
+        plan[static_cast<size_t>(k)].emplace_back(std::min(hi, lo + m * micro), std::min(hi, lo + (m + 1) * micro));
+    }
+  }
+  for (auto& ranges : plan)
+    while (static_cast<int64_t>(ranges.size()) < micros) ranges.emplace_back(0, 0);
+  return plan;
+}
+
 // The shared loop. micro_batch(sources, rows) returns the micro-batch's results (Slot order)
 // from the phase's `sources` (which it must read through its argument: a CUDA graph replays
 // it on copies of them); it is given an empty index for a padding turn. `variant` names the
-// host-side choices micro_batch makes for this phase (StepGraph::begin_phase).
+// host-side choices micro_batch makes for this phase (StepGraph::begin_phase). lengths: each
+// row's tokens, for micro-batches packed by train.micro_batch_tokens (null: by rows).
 UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64_t* step, int64_t total,
                         uint64_t seed, double base_lr, std::vector<torch::Tensor> sources, int64_t variant,
-                        const StepGraph::MicroBatch& micro_batch, const EpochSource& per_epoch = nullptr) {
+                        const StepGraph::MicroBatch& micro_batch, const EpochSource& per_epoch = nullptr,
+                        const std::vector<int64_t>* lengths = nullptr) {
   ShardedModel& model = *rm.model;
   const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
   const int64_t agreed = group_max(model.group(), rows);
   const int64_t minibatches = std::max<int64_t>(1, (agreed + mb - 1) / mb);
-  const int64_t micros = (mb + micro - 1) / micro;
-  // On a one-rank GPU model the micro-batches run as CUDA graphs (step_graph.hpp).
+  // On a one-rank GPU model the micro-batches of `micro` rows run as CUDA graphs (step_graph.hpp).
   StepGraph* graph = nullptr;
-  if (config.train.cuda_graphs && StepGraph::applies(model)) {
+  if (config.train.cuda_graphs && !lengths && StepGraph::applies(model)) {
     if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
     graph = rm.step_graph.get();
     if (!per_epoch) graph->begin_phase(sources, variant);
@@ -74,16 +107,18 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
     auto gen = at::detail::createCPUGenerator(seed * 1315423911u + static_cast<uint64_t>(epoch));
     // Drawn on the CPU (the same order on every device), then moved once: a CPU index per
     // micro-batch would be a blocking copy, which waits for all the device's queued work.
-    auto perm = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong)).to(model.device());
+    auto perm_cpu = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong));
+    auto perm = perm_cpu.to(model.device());
+    const MicroRanges plan = micro_ranges(perm_cpu, rows, mb, minibatches, micro, lengths,
+                                          config.train.micro_batch_tokens, model.group());
+    const auto micros = static_cast<int64_t>(plan.front().size());
     if (per_epoch) {
       sources.back() = per_epoch(perm, mb, minibatches, micros);
       if (graph) graph->begin_phase(sources, variant);  // the graphs copy the sources again
     }
     for (int64_t k = 0; k < minibatches; ++k) {
       model.zero_grad();
-      const int64_t lo = std::min(rows, k * mb), hi = std::min(rows, (k + 1) * mb);
-      for (int64_t m = 0; m < micros; ++m) {
-        const int64_t a = std::min(hi, lo + m * micro), b = std::min(hi, lo + (m + 1) * micro);
+      for (auto [a, b] : plan[static_cast<size_t>(k)]) {
         auto index = perm.narrow(0, a, b - a);
         if (graph && index.numel() == micro) {
           t.add(graph->step(index, micro_batch, micros));
@@ -158,7 +193,7 @@ enum PolicySource { kSeq, kAttn, kActions, kOldLogp, kAdvantages, kRefLogp, kLos
 // the optimizer step (LossAggregation) as the policy-gradient term is.
 std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmConfig& al, double agg_norm,
                                               bool kl_loss_term, const SamplingView& view, PaddingLayout padding,
-                                              const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                                              bool packed, const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
   if (i.numel() == 0) return empty_turn(*actor.model);
   const RolloutBatch b = select_rows(RolloutBatch{src[kSeq], src[kAttn], src[kActions]}, i);
   auto mask = src[kLossMask].index_select(0, i).to(torch::kFloat32);
@@ -166,7 +201,8 @@ std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmC
   PolicyLossOptions options{al.policy_loss, al.clip_low, al.clip_high, al.clip_ratio_c};
   std::vector<torch::Tensor> out(kSlots);
   torch::Tensor entropy;
-  auto logp = action_logprobs(*actor.model, b, view, &entropy, padding);
+  auto logp = packed ? action_logprobs_packed(*actor.model, b, view, &entropy)
+                     : action_logprobs(*actor.model, b, view, &entropy, padding);
   auto pl = policy_loss(logp, src[kOldLogp].index_select(0, i), src[kAdvantages].index_select(0, i), mask, options, agg);
   auto loss = pl.loss;
   // The entropy is logged either way (a softmax over the logits the log-probs came from); it
@@ -209,15 +245,19 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   const SamplingView view = tg.view;
   const PaddingLayout padding = padding_layout(tg.batch);  // per phase: a read-back where on a device
   const double agg_norm = al.loss_agg_norm > 0 ? al.loss_agg_norm : config.rollout.max_new_tokens;
+  const bool packed = config.train.micro_batch_tokens > 0;
+  const std::vector<int64_t> lengths = packed ? row_lengths(batch) : std::vector<int64_t>();
   return run_updates(
       actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
       std::move(sources), static_cast<int64_t>(padding),
-      [&actor, &al, agg_norm, kl_loss_term, view, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
-        return policy_micro_batch(actor, al, agg_norm, kl_loss_term, view, padding, src, i);
+      [&actor, &al, agg_norm, kl_loss_term, view, padding, packed](const std::vector<torch::Tensor>& src,
+                                                                   const torch::Tensor& i) {
+        return policy_micro_batch(actor, al, agg_norm, kl_loss_term, view, padding, packed, src, i);
       },
       [&weights, &group](const torch::Tensor& perm, int64_t minibatch, int64_t minibatches, int64_t micros) {
         return step_denominators(weights, perm, minibatch, minibatches, micros, group);
-      });
+      },
+      packed ? &lengths : nullptr);
 }
 
 UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const torch::Tensor& old_values,
@@ -229,13 +269,16 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                                      old_values.to(dev), returns.to(dev)};
   const double value_clip = config.algorithm.value_clip, value_coef = config.algorithm.value_coef;
   const PaddingLayout padding = padding_layout(batch);
+  const bool packed = config.train.micro_batch_tokens > 0;
+  const std::vector<int64_t> lengths = packed ? row_lengths(on_dev) : std::vector<int64_t>();
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
                      std::move(sources), static_cast<int64_t>(padding),
-                     [&critic, value_clip, value_coef, padding](const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
+                     [&critic, value_clip, value_coef, padding, packed](const std::vector<torch::Tensor>& src,
+                                                                        const torch::Tensor& i) {
                        if (i.numel() == 0) return empty_turn(*critic.model);
                        const RolloutBatch b = select_rows(RolloutBatch{src[0], src[1], src[2]}, i);
                        auto mask = b.action_mask.to(torch::kFloat32);
-                       auto values = action_values(*critic.model, b, padding);
+                       auto values = packed ? action_values_packed(*critic.model, b) : action_values(*critic.model, b, padding);
                        auto vl = ppo_value_loss(values, src[3].index_select(0, i), src[4].index_select(0, i), mask,
                                                 value_clip);
                        std::vector<torch::Tensor> out(kSlots);
@@ -243,7 +286,8 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                        out[kReportedLoss] = vl.loss;
                        out[kClip] = vl.clip_fraction;
                        return out;
-                     });
+                     },
+                     nullptr, packed ? &lengths : nullptr);
 }
 
 }  // namespace quartet

@@ -132,10 +132,15 @@ Shape shape_of(const Config& c) {
   const int64_t sequences = static_cast<int64_t>(c.rollout.batch) * samples;
   const int64_t chunk = c.rollout.micro_batch > 0 ? std::min(c.rollout.micro_batch, c.rollout.batch) : c.rollout.batch;
   const int64_t chunk_rows = chunk * samples;
-  const int64_t score_rows =
-      c.rollout.score_micro_batch > 0 ? std::min<int64_t>(c.rollout.score_micro_batch, chunk_rows) : chunk_rows;
-  return {c.train.micro_batch, sequences, c.rollout.max_prompt_tokens,
-          static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens, chunk_rows, score_rows};
+  const int64_t T = static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens;
+  auto packed_rows = [T](int tokens) { return static_cast<double>(std::max<int64_t>(tokens, T)) / static_cast<double>(T); };
+  const double score_rows =
+      c.rollout.score_tokens > 0        ? packed_rows(c.rollout.score_tokens)
+      : c.rollout.score_micro_batch > 0 ? static_cast<double>(std::min<int64_t>(c.rollout.score_micro_batch, chunk_rows))
+                                        : static_cast<double>(chunk_rows);
+  const double micro_batch =
+      c.train.micro_batch_tokens > 0 ? packed_rows(c.train.micro_batch_tokens) : static_cast<double>(c.train.micro_batch);
+  return {micro_batch, sequences, c.rollout.max_prompt_tokens, T, chunk_rows, score_rows};
 }
 
 std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
@@ -144,7 +149,7 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   const Role r = m.role;
   const auto b = static_cast<double>(m.b);
   const Shape s = shape_of(cfg);
-  const double mb = static_cast<double>(s.micro_batch), T = static_cast<double>(s.T);
+  const double mb = s.micro_batch, T = static_cast<double>(s.T);
   const double L = static_cast<double>(c.num_layers), h = static_cast<double>(c.hidden_size);
   const double V = static_cast<double>(c.vocab_size);
   std::vector<MemoryTerm> t;
@@ -190,7 +195,8 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
 }
 
 bool graphed(const RoleModel& m, const Config& cfg, bool gpu) {
-  return gpu && cfg.train.cuda_graphs && m.spec->trained && m.layout.W == 1 && !m.section->offload_params;
+  return gpu && cfg.train.cuda_graphs && cfg.train.micro_batch_tokens == 0 && m.spec->trained && m.layout.W == 1 &&
+         !m.section->offload_params;
 }
 
 std::uint64_t sum_bytes(const std::vector<MemoryTerm>& terms) {
@@ -205,7 +211,7 @@ std::vector<MemoryTerm> score_terms(const RoleModel& m, const Config& cfg) {
   const Role r = m.role;
   const auto b = static_cast<double>(m.b);
   const Shape s = shape_of(cfg);
-  const double rb = static_cast<double>(s.score_rows), T = static_cast<double>(s.T);
+  const double rb = s.score_rows, T = static_cast<double>(s.T);
   std::vector<MemoryTerm> t;
   const double gathered = (static_cast<double>(l.padded[0]) + 2.0 * static_cast<double>(l.max_block_padded)) * b +
                           (m.section->offload_params ? 2.0 * static_cast<double>(l.max_block_shard) * b : 0.0);
@@ -225,7 +231,7 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   const Shape s = shape_of(cfg);
   // The chunk's rows decode together; the old log-probs' pass on the cache (below) runs
   // rollout.score_micro_batch rows at a time.
-  const double rb = static_cast<double>(s.chunk_rows), sb = static_cast<double>(s.score_rows);
+  const double rb = static_cast<double>(s.chunk_rows), sb = s.score_rows;
   const double T = static_cast<double>(s.T);
   std::vector<MemoryTerm> t;
   t.push_back({"full model (hybrid engine)", r, u64(static_cast<double>(m.layout.padded_sum) * b), Where::device});

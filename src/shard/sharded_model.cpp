@@ -329,6 +329,15 @@ torch::Tensor ShardedModel::forward(const torch::Tensor& input_ids, const torch:
   return out;
 }
 
+torch::Tensor ShardedModel::forward_packed(const PackedSequences& packed, const torch::Tensor& at) {
+  const bool train = options_.trainable && torch::GradMode::is_enabled();
+  ensure(0);
+  if (train) root_held_ = true;
+  auto out = model_->head_at(model_->packed_hidden_states(packed), at);
+  if (!train) release(0);
+  return out;
+}
+
 void ShardedModel::reduce_gradients(size_t u, const std::vector<torch::Tensor>& grads) {
   const UnitLayout& L = layout_[u];
   if (group_.size() == 1) {

@@ -227,6 +227,52 @@ TEST_F(RlLogprobs, OnGenerationsCacheAsTheFullPass) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Packed passes (rl/packed_rollouts.hpp: rows back to back without padding, each attending
+// within itself) give the padded passes' critic values and reward scores: left-padded rows of
+// unequal prompts and answers, one row with no answer, in passes of several token budgets
+// (one row whose tokens exceed it runs alone), with every layer sliding over a window shorter
+// than the rows, or not at all.
+TEST_F(RlLogprobs, PackedValuesAndScoresEqualPadded) {
+  auto gen = at::detail::createCPUGenerator(23);
+  const int64_t B = 5, P = 6, A = 7;
+  RolloutBatch b{torch::randint(1, kLimit, {B, P + A}, gen, torch::kLong), torch::ones({B, P + A}, torch::kLong),
+                 torch::ones({B, A}, torch::kLong)};
+  const int64_t lead[B] = {0, 3, 1, 5, 2}, answer[B] = {7, 2, 4, 0, 5};
+  for (int64_t r = 0; r < B; ++r) {
+    b.attention_mask[r].narrow(0, 0, lead[r]).zero_();
+    b.sequences[r].narrow(0, 0, lead[r]).fill_(0);
+    b.attention_mask[r].narrow(0, P + answer[r], A - answer[r]).zero_();
+    b.action_mask[r].narrow(0, answer[r], A - answer[r]).zero_();
+  }
+  const auto real = b.action_mask.to(torch::kBool);
+  for (int64_t window : {0, 3}) {
+    ModelConfig cfg = tiny_llama();
+    if (window > 0) {
+      cfg.model_type = "mistral";
+      cfg.sliding_window = window;
+      cfg.sliding_layers.assign(static_cast<size_t>(cfg.num_layers), true);
+    }
+    ShardedModel critic(cfg, Head::token_value, *group_, ShardOptions{}, source_random(cfg, 8, torch::kCPU));
+    ShardedModel reward(cfg, Head::sequence_reward, *group_, ShardOptions{}, source_random(cfg, 9, torch::kCPU));
+    const auto values = score_values(critic, b, 2), scores = score_sequences(reward, b, 2);
+    for (int64_t budget : {8, 20, 100}) {
+      SCOPED_TRACE("window " + std::to_string(window) + ", " + std::to_string(budget) + " tokens a pass");
+      const auto packed_values = score_values(critic, b, ScorePasses{0, budget});
+      EXPECT_TRUE(torch::allclose(packed_values.masked_select(real), values.masked_select(real), 1e-5, 1e-6));
+      EXPECT_TRUE(packed_values.masked_select(real.logical_not()).eq(0).all().item<bool>());
+      EXPECT_TRUE(torch::allclose(score_sequences(reward, b, ScorePasses{0, budget}), scores, 1e-5, 1e-6))
+          << score_sequences(reward, b, ScorePasses{0, budget}) << scores;
+    }
+    // The window matters here: without it the values differ.
+    if (window > 0) {
+      ModelConfig full = tiny_llama();
+      ShardedModel plain(full, Head::token_value, *group_, ShardOptions{}, source_random(full, 8, torch::kCPU));
+      EXPECT_FALSE(torch::allclose(score_values(plain, b, ScorePasses{0, 20}).masked_select(real),
+                                   values.masked_select(real), 1e-3, 1e-4));
+    }
+  }
+}
+
 // Against Hugging Face: the tiny causal LMs of tests/parity/make_models.py (every family, with
 // Mistral's, Qwen2's and Qwen3's sliding windows shorter than the sequences, Qwen3's q/k norms,
 // Llama 3.1's rope scaling), each directory's greedy generation (gen_prompt, gen_tokens) and
@@ -264,8 +310,10 @@ std::vector<std::string> causal_references() {
 // stopped after 5 actions (padding after it), every row padded to a wider bucket; the log-probs
 // of the real actions from the update's forward (grad, activation checkpointing, attention
 // without a mask: PaddingLayout::around), from the same with the mask, from the scoring path
-// (micro-batches, no grad) and from generation's cache (the prompt not run again) equal HF's
-// (log_softmax of its logits over the same tokens); and backward reaches every unit.
+// (micro-batches, no grad), from generation's cache (the prompt not run again) and from the
+// packed forms (rows back to back without padding, rl/packed_rollouts.hpp: scoring in passes
+// of a token budget, and the update's forward with grad) equal HF's (log_softmax of its logits
+// over the same tokens); and backward reaches every unit, through the packed pass too.
 TEST(RlLogprobsHF, TrainingAndScoringFormsMatchHF) {
   const auto dirs = causal_references();
   ASSERT_GE(dirs.size(), 15u) << "the models fixture (tests/parity/make_models.py) wrote too few causal LMs under "
@@ -303,6 +351,21 @@ TEST(RlLogprobsHF, TrainingAndScoringFormsMatchHF) {
       (void)model.module()->next_token_logits(prompt, prompt_mask, &cache);
       EXPECT_TRUE(matches(score_logprobs_on_cache(model, b, cache, 0, view))) << "scoring on generation's cache";
       model.release_full();
+      // A budget of about one and a half rows: passes of one and of two rows.
+      const int64_t budget = b.attention_mask.sum().item<int64_t>() * 3 / (2 * B);
+      EXPECT_TRUE(matches(score_logprobs(model, b, ScorePasses{0, budget}, view))) << "packed scoring, " << budget << " tokens a pass";
+    }
+    {
+      const auto packed = action_logprobs_packed(model, b, view);
+      EXPECT_TRUE(matches(packed.detach())) << "the update's packed forward";
+      EXPECT_TRUE(packed.masked_select(b.action_mask.logical_not()).eq(0).all().item<bool>()) << "zero where no action is";
+      model.backward(-(packed * b.action_mask.to(packed.scalar_type())).sum());
+      const auto& grads = model.grad_shards();
+      for (size_t u = 0; u < grads.size(); ++u) {
+        const double norm = grads[u].norm().item<double>();
+        EXPECT_TRUE(std::isfinite(norm) && norm > 0) << "packed: unit " << u << ": gradient norm " << norm;
+      }
+      model.zero_grad();
     }
     EXPECT_TRUE(matches(action_logprobs(model, b, view, nullptr, PaddingLayout::anywhere).detach())) << "with the mask";
     const auto logp = action_logprobs(model, b, view, nullptr, PaddingLayout::around);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -73,12 +74,14 @@ PolicyTargets rows(const PolicyTargets& all, int64_t begin, int64_t count) {
 
 // One optimizer step over `tg`'s rows (a minibatch of `minibatch` >= them) in micro-batches of
 // `micro`; returns the step's gradient norm (the whole group's).
-double one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, int micro, const std::string& mode) {
+double one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, int micro, const std::string& mode,
+                int tokens = 0) {
   const Config c = load_config(Deck("aggregation.deck",
                                     "[algorithm]\nepochs = 1\nclip_eps = 0.2\nloss_agg_mode = " + mode +
                                         "\nloss_agg_norm = 5\n[model.actor]\nlr = 1e-3\n",
                                     {"algorithm.minibatch=" + std::to_string(minibatch),
-                                     "train.micro_batch=" + std::to_string(micro), "train.max_grad_norm=0"},
+                                     "train.micro_batch=" + std::to_string(micro), "train.max_grad_norm=0",
+                                     "train.micro_batch_tokens=" + std::to_string(tokens)},
                                     deck_schema()));
   RoleModel actor;
   actor.model = std::make_unique<ShardedModel>(tiny_llama(), Head::causal_lm, group, ShardOptions{},
@@ -102,6 +105,10 @@ TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
   ASSERT_GT(whole, 0.0);
   for (int micro : {8, 4, 3})
     EXPECT_NEAR(one_step(*self, all, kRows, micro, mode), whole, 1e-5 * whole) << mode << ", micro-batches of " << micro;
+  // Packed micro-batches (train.micro_batch_tokens; rows of 6 to 12 tokens): the same step, in
+  // one pass, in passes of a few rows, and with the budget below a row (each row alone).
+  for (int tokens : {1000, 30, 12, 4})
+    EXPECT_NEAR(one_step(*self, all, kRows, kRows, mode, tokens), whole, 1e-5 * whole) << mode << ", packed by " << tokens;
   // Split over the world's ranks (2 or more: rank r takes its share of the rows, unequal where
   // they do not divide), each in micro-batches of 3.
   const int n = test::world().size();
@@ -112,6 +119,36 @@ TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
   const int64_t r = test::world().rank(), base = kRows / n, extra = kRows % n;
   const PolicyTargets mine = rows(all, r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0));
   EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode), whole, 1e-5 * whole) << mode << ", over " << n << " ranks";
+  // Packed on each rank: the ranks' micro-batch counts differ, and the fewer are padded.
+  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode, 20 + 7 * static_cast<int>(r)), whole, 1e-5 * whole)
+      << mode << ", packed, over " << n << " ranks";
+}
+
+// The critic's update over packed rows (train.micro_batch_tokens, one micro-batch) takes the
+// padded one's step: the same loss and gradient norm.
+TEST(PackedCritic, TakesThePaddedStep) {
+  auto self = make_mpi_collectives("packed_critic_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+  const PolicyTargets tg = all_rows();
+  auto gen = at::detail::createCPUGenerator(5);
+  const auto old_values = torch::randn({kRows, kActions}, gen), returns = torch::randn({kRows, kActions}, gen);
+  auto step_of = [&](int tokens) {
+    const Config c = load_config(Deck("value.deck", "[algorithm]\nepochs = 1\nminibatch = 16\n",
+                                      {"train.micro_batch=16", "train.micro_batch_tokens=" + std::to_string(tokens)},
+                                      deck_schema()));
+    RoleModel critic;
+    critic.model = std::make_unique<ShardedModel>(tiny_llama(), Head::token_value, *self, ShardOptions{},
+                                                  source_random(tiny_llama(), 6, torch::kCPU));
+    AdamWOptions ao;
+    ao.max_grad_norm = 0;
+    critic.optimizer = std::make_unique<ShardedAdamW>(*critic.model, ao);
+    int64_t step = 0;
+    const UpdateStats s = update_critic(critic, tg.batch, old_values, returns, c, &step, 1, 3);
+    return std::make_pair(s.grad_norm, s.loss);
+  };
+  const auto padded = step_of(0), packed = step_of(1000);
+  ASSERT_GT(padded.first, 0.0);
+  EXPECT_NEAR(packed.first, padded.first, 1e-5 * padded.first);
+  EXPECT_NEAR(packed.second, padded.second, 1e-5 * std::abs(padded.second));
 }
 
 // value_coef multiplies the critic's loss, so its gradient: by 0.5, exactly (a power of two).

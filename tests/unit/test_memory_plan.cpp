@@ -317,6 +317,32 @@ TEST(MemoryPlan, MicroBatchesBoundGenerateAndScore) {
   }
 }
 
+// A packed pass is planned as its tokens' worth of full-width rows: rollout.score_tokens of two
+// rows' tokens as score_micro_batch = 2, train.micro_batch_tokens of three as micro_batch = 3,
+// and a budget below one row as one row (a longer sequence runs alone).
+TEST(MemoryPlan, PackedPassesCountTheirTokens) {
+  const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\nvocab = 5000\n";
+  const int T = 32 + 96;
+  auto plan = [&](std::vector<std::string> keys) {
+    keys.insert(keys.end(), {"rollout.max_prompt_tokens=32", "rollout.max_new_tokens=96", "rollout.batch=16"});
+    return make_memory_plan(
+        parse(deck_text("llama", "actor = 1\ncritic = 1\nreference = 1\nreward = 1\n", "", sizes), keys), 4);
+  };
+  auto same = [](const MemoryPlan& a, const MemoryPlan& b) {
+    for (int rank = 0; rank < 4; ++rank)
+      for (size_t i = 0; i < a.ranks[rank].roles.size(); ++i)
+        for (size_t k = 0; k < a.ranks[rank].roles[i].phases.size(); ++k)
+          if (a.ranks[rank].roles[i].phases[k].device_bytes() != b.ranks[rank].roles[i].phases[k].device_bytes())
+            return false;
+    return true;
+  };
+  EXPECT_TRUE(same(plan({"rollout.score_tokens=" + std::to_string(2 * T)}), plan({"rollout.score_micro_batch=2"})));
+  EXPECT_TRUE(same(plan({"rollout.score_tokens=10"}), plan({"rollout.score_micro_batch=1"})));
+  EXPECT_FALSE(same(plan({"rollout.score_tokens=" + std::to_string(2 * T)}), plan({"rollout.score_micro_batch=3"})));
+  EXPECT_TRUE(same(plan({"train.micro_batch_tokens=" + std::to_string(3 * T)}), plan({"train.micro_batch=3"})));
+  EXPECT_FALSE(same(plan({"train.micro_batch_tokens=" + std::to_string(3 * T)}), plan({"train.micro_batch=2"})));
+}
+
 // rollout.reuse_prompt_cache: the actor's old log-probs run in the generate phase beside the
 // kept cache, over the answers; that phase grows by the answers' logits and activations where
 // they are larger than the prompt pass's, and nothing else moves.

@@ -275,6 +275,31 @@ TEST_P(Parity, ForwardMatchesHF) {
   }
 }
 
+// Packed (model/packed_sequences.hpp): the rows' real tokens back to back in one row, each
+// sequence attending within itself (one SDPA a sequence here), give HF's outputs at the real
+// positions (every head: logits, values, and the reward at each sequence's last token).
+torch::Tensor packed_forward(quartet::Transformer& model, const torch::Tensor& ids, const torch::Tensor& mask) {
+  const auto n = mask.ne(0).sum(1).to(torch::kCPU, torch::kLong).contiguous();
+  const std::vector<int64_t> lengths(n.data_ptr<int64_t>(), n.data_ptr<int64_t>() + n.numel());
+  const auto packed = quartet::pack_rows(ids, mask, lengths);
+  const auto at = model->head() == Head::sequence_reward
+                      ? packed.cu_seqlens.narrow(0, 1, packed.sequences()).to(torch::kLong) - 1
+                      : torch::arange(packed.tokens(), ids.options().dtype(torch::kLong));
+  return model->head_at(model->packed_hidden_states(packed), at).squeeze(0);
+}
+
+TEST_P(Parity, PackedForwardMatchesHF) {
+  auto model = ref_->load();
+  const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
+  const auto expected = ref_->get(output_key(ref_->head));
+  torch::NoGradGuard no_grad;
+  const auto out = packed_forward(model, ids, mask);
+  if (ref_->head == Head::sequence_reward)
+    EXPECT_TRUE(close(out, expected)) << "scores " << out << " vs HF " << expected;
+  else
+    EXPECT_TRUE(close(out, real_positions(expected, mask)));
+}
+
 TEST_P(Parity, LeftPaddingMatchesEachSequenceAlone) {
   auto model = ref_->load();
   const auto ids = ref_->get("input_ids"), mask = ref_->get("attention_mask");
@@ -693,6 +718,47 @@ TEST_P(GpuBf16, ForwardMatchesHFWithinBf16Tolerance) {
   ASSERT_TRUE(std::isfinite(theirs)) << "HF's own bf16 outputs are not finite";
   EXPECT_LE(ours, tol) << "quartet's bf16 error " << ours << " exceeds max(" << kBf16Tol << ", "
                        << kBf16VsHF << " x HF's bf16 error " << theirs << ")";
+}
+
+// Packed in bf16 on CUDA: FlashAttention's varlen kernel (forward, and its backward for
+// training) against HF's fp32 outputs with the same tolerance; and, for the per-token heads,
+// the gradient of a loss over the real tokens against the padded pass's gradient in bf16
+// (each parameter's largest difference within 5e-2 of its largest entry).
+TEST_P(GpuBf16, PackedForwardAndGradientMatch) {
+  const std::string key = output_key(ref_->head);
+  ASSERT_TRUE(ref_->has(key + "_hf_bf16")) << "rerun the fixture (ctest -R parity_models) on this machine";
+  auto model = quartet::load_model(ref_->dir, ref_->head, torch::kBFloat16, torch::Device(torch::kCUDA, 0));
+  model->eval();
+  const auto ids = ref_->get("input_ids").to(torch::kCUDA), mask = ref_->get("attention_mask").to(torch::kCUDA);
+  const auto expected = ref_->get(key);
+  const bool per_token = ref_->head != Head::sequence_reward;
+  auto real = [&](const torch::Tensor& t) { return per_token ? real_positions(t, mask.to(torch::kCPU)) : t; };
+  const auto packed = packed_forward(model, ids, mask);
+  const double ours = relative_error(packed.to(torch::kFloat), real(expected));
+  const double theirs = relative_error(real(ref_->get(key + "_hf_bf16")), real(expected));
+  const double tol = std::max(kBf16Tol, kBf16VsHF * theirs);
+  std::printf("[bf16 packed] %-27s quartet vs HF fp32 %.3e, HF bf16 %.3e, tolerance %.3e\n", ref_->name.c_str(), ours,
+              theirs, tol);
+  EXPECT_LE(ours, tol);
+  if (!per_token) return;
+  // The same loss through both passes: random weights on the real tokens' outputs.
+  auto gen = at::detail::createCPUGenerator(3);
+  const auto weights = torch::randn(packed.sizes(), gen).to(torch::kCUDA);
+  auto gradients = [&](const torch::Tensor& out) {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    (out.to(torch::kFloat) * weights).sum().backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : model->parameters()) g.push_back(p.grad().to(torch::kFloat).clone());
+    return g;
+  };
+  const auto from_packed = gradients(packed_forward(model, ids, mask));
+  const auto from_padded = gradients(real_positions(model->forward(ids, mask), mask));
+  double worst = 0;
+  for (size_t i = 0; i < from_packed.size(); ++i)
+    if (from_padded[i].abs().max().item<double>() > 0)
+      worst = std::max(worst, relative_error(from_packed[i], from_padded[i]));
+  std::printf("[bf16 packed] %-27s gradient vs the padded pass's %.3e\n", ref_->name.c_str(), worst);
+  EXPECT_LE(worst, 5e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuBf16,

@@ -175,6 +175,9 @@ struct TrainConfig {            // [train]
   LrSchedule schedule = LrSchedule::constant;  // decay after warm-up
   double min_lr_ratio = 0.1;    // the decayed learning rate's floor, as a fraction of lr
   bool cuda_graphs = true;      // a one-rank GPU model's micro-batches as CUDA graphs
+  // quartet train's updates: micro-batches of sequences packed back to back without padding,
+  // up to this many tokens each (0 = micro_batch padded sequences); rl/packed_rollouts.hpp.
+  int micro_batch_tokens = 0;
 };
 
 struct RolloutConfig {          // [rollout]
@@ -185,6 +188,8 @@ struct RolloutConfig {          // [rollout]
                                 // scored by the other groups while chunk c + 1 is generated
   int score_micro_batch = 0;    // sequences per scoring forward and rank (0 = a whole chunk, as
                                 // the memory plan counts it); OpenRLHF's micro_rollout_batch_size
+  int score_tokens = 0;         // packed scoring: sequences back to back without padding, up to
+                                // this many tokens a pass and rank (0 = score_micro_batch rows)
   int max_prompt_tokens = 128;  // longest prompt, in tokens (sizes the KV cache and the plan)
   int max_new_tokens = 16;
   int min_new_tokens = 0;       // no stop token (EOS included) before this many new tokens

@@ -41,6 +41,11 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const Step& s, int64_t layer);
 
+  // Packed sequences (Step::cu_seqlens): q [1, heads, N, hd], k and v [1, kv_heads, N, hd],
+  // each sequence attending causally within itself; [1, N, heads * hd] before o_proj.
+  torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const Step& s, int64_t layer);
+
   // q [.., heads, head_dim] and k through q_norm and k_norm where the model has them (Qwen3).
   torch::Tensor norm_q(const torch::Tensor& q);
   torch::Tensor norm_k(const torch::Tensor& k);

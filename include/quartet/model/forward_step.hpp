@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "quartet/model/transformer.hpp"
 
@@ -32,6 +33,11 @@ struct Step {
   // Llama with the decode kernels and no gradients (decode_step, hidden_states): blocks pass the
   // residual stream and their MLP's output on unsummed (BlockImpl::forward_carried).
   bool carry = false;
+  // packed_hidden_states: the tokens of several sequences in one row ([1, N]), each attending
+  // within itself: cu_seqlens [n + 1] int32 on the device, the lengths on the host, the longest.
+  torch::Tensor cu_seqlens;
+  std::vector<int64_t> seq_lengths;
+  int64_t max_seq = 0;
 };
 
 }  // namespace quartet::layers

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "quartet/model/model_config.hpp"
+#include "quartet/model/packed_sequences.hpp"
 #include "quartet/model/safetensors.hpp"
 
 namespace quartet {
@@ -67,6 +68,13 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                               KVCache* cache = nullptr, PaddingLayout padding = PaddingLayout::anywhere);
   torch::Tensor head_output(const torch::Tensor& hidden, const torch::Tensor& attention_mask);
+  // hidden_states over packed sequences (packed_sequences.hpp): [1, N, hidden], each sequence's
+  // tokens as its own unpadded row would give them, to rounding.
+  torch::Tensor packed_hidden_states(const PackedSequences& packed);
+  // The head at chosen tokens of packed hidden states [1, N, hidden]: at [M] (int64 indices
+  // into N), [1, M, V] logits (causal_lm) or [1, M] values or scores (token_value, and
+  // sequence_reward at each sequence's last token).
+  torch::Tensor head_at(const torch::Tensor& hidden, const torch::Tensor& at);
   // causal_lm only: logits [B, V] of the last position, without the [B, T, V] of the others.
   torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                   KVCache* cache = nullptr);

@@ -70,8 +70,18 @@ struct SamplingView {
   double temperature = 1.0;
 };
 
+// How a scoring call splits its rows into forward passes: `rows` rows a pass (0 = all), each
+// pass padded to its longest row; or, with tokens > 0, consecutive rows packed back to back
+// without padding (rl/packed_rollouts.hpp), at most `tokens` tokens a pass (a longer row
+// alone), so that a pass costs what its tokens cost (rollout.score_tokens).
+struct ScorePasses {
+  int64_t rows = 0;
+  int64_t tokens = 0;
+  ScorePasses(int64_t rows_ = 0, int64_t tokens_ = 0) : rows(rows_), tokens(tokens_) {}  // NOLINT: from a row count
+};
+
 // float32 [B, A]: log-probs of the actions under a causal LM (no grad).
-torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch,
+torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes,
                              const SamplingView& view);
 // score_logprobs straight after generation, on generation's cache (SamplingParams::keep_cache,
 // with room for P + A - 1 slots): it still holds every row's prompt, so only positions
@@ -79,12 +89,13 @@ torch::Tensor score_logprobs(ShardedModel& model, const RolloutBatch& batch, int
 // the prompt is not computed a second time (rollout.reuse_prompt_cache). The model must be
 // gathered whole on this rank (ShardedModel::gather_full, as for generation): no collectives
 // run. The cache's slots from P - 1 on are overwritten. Equal to score_logprobs to rounding.
+// The cache pass runs passes.rows rows at a time (it is not packed).
 torch::Tensor score_logprobs_on_cache(ShardedModel& model, const RolloutBatch& batch, const KVCache& cache,
-                                      int64_t micro_batch, const SamplingView& view);
+                                      const ScorePasses& passes, const SamplingView& view);
 // float32 [B, A]: the critic's values of the states before each action (no grad).
-torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+torch::Tensor score_values(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes);
 // float32 [B]: a sequence-reward model's scores (no grad).
-torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, int64_t micro_batch);
+torch::Tensor score_sequences(ShardedModel& model, const RolloutBatch& batch, const ScorePasses& passes);
 
 // With grad, for the updates: the log-probs (and, when `entropy` is given, the entropies) of
 // the actions of `batch`'s rows, and the critic's values. padding: padding_layout(batch), or
@@ -93,6 +104,11 @@ torch::Tensor action_logprobs(ShardedModel& model, const RolloutBatch& batch, co
                               torch::Tensor* entropy = nullptr, PaddingLayout padding = PaddingLayout::anywhere);
 torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch,
                             PaddingLayout padding = PaddingLayout::anywhere);
+// The same over the batch's rows packed without padding (rl/packed_rollouts.hpp): [B, A], zero
+// where action_mask is.
+torch::Tensor action_logprobs_packed(ShardedModel& model, const RolloutBatch& batch, const SamplingView& view,
+                                     torch::Tensor* entropy = nullptr);
+torch::Tensor action_values_packed(ShardedModel& model, const RolloutBatch& batch);
 
 // Where the batch's padding lies: trailing when every row is real tokens then padding (prompts
 // of one length), around when every row is padding, real tokens, padding (left-padded prompts),
@@ -101,6 +117,8 @@ torch::Tensor action_values(ShardedModel& model, const RolloutBatch& batch,
 // kernels.unmasked_attention = false (the deck) makes it anywhere for every batch.
 PaddingLayout padding_layout(const RolloutBatch& batch);
 
+// Rows [begin, begin + count) of every tensor of the batch (views).
+RolloutBatch select_range(const RolloutBatch& batch, int64_t begin, int64_t count);
 // Rows `index` (int64, any device) of every tensor of the batch.
 RolloutBatch select_rows(const RolloutBatch& batch, const torch::Tensor& index);
 // The batch's tensors on `device` (no copy for those already there).

@@ -33,7 +33,7 @@ class RolloutGenerator {
   RolloutGenerator(const Config& config, RoleModel& actor, const PromptDataset& dataset, PromptSampler& sampler,
                    SamplingParams sampling, int rank);
   // Fills it.prompts, answers, chunks, batch and old_logp.
-  void generate(Iteration& it, Scoring& scoring, const SamplingView& view, int64_t score_micro_batch);
+  void generate(Iteration& it, Scoring& scoring, const SamplingView& view, const ScorePasses& score_passes);
 
  private:
   RolloutBatch generate_chunk(Iteration& it, int chunk, KVCache* cache);

@@ -38,10 +38,14 @@ struct RoleModel {
 // The deck's sequence shapes.
 // Rows are sequences, not prompts: rollout_batch the rank's whole rollout, chunk_rows those
 // generated together (a chunk of rollout.micro_batch prompts), score_rows those of one scoring
-// pass (rollout.score_micro_batch, else a chunk's).
+// pass (rollout.score_micro_batch, else a chunk's), micro_batch those of a training pass. A
+// packed pass (rollout.score_tokens, train.micro_batch_tokens) counts as its tokens' worth of
+// full-width rows, at least one (a longer sequence runs alone).
 struct Shape {
-  int64_t micro_batch, rollout_batch, prompt, T;
-  int64_t chunk_rows, score_rows;
+  double micro_batch;
+  int64_t rollout_batch, prompt, T;
+  int64_t chunk_rows;
+  double score_rows;
 };
 Shape shape_of(const Config& c);
 

@@ -81,6 +81,9 @@ class ShardedModel {
   // padding: where the mask's zeros lie (PaddingLayout, model/transformer.hpp).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         int64_t head_from = 0, PaddingLayout padding = PaddingLayout::anywhere);
+  // forward() over packed sequences (model/packed_sequences.hpp), the head at the tokens `at`
+  // only (Transformer::head_at): [1, M, V] logits, or [1, M] values or scores.
+  torch::Tensor forward_packed(const PackedSequences& packed, const torch::Tensor& at);
   // loss.backward(), then the root's gradients, then every reduce-scatter awaited (with
   // reshard_after_forward = false: awaited by the next backward, or when the gradients are
   // read, grad_shards()).
