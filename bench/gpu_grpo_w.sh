@@ -11,7 +11,10 @@
 # holds one of 100 given characters (a share of the answers that grows with their length), so
 # GRPO's groups have advantages. CONFIG (the 886M config) changes the model's shape. ITERATIONS (3) iterations;
 # rollout.micro_batch (MICRO_BATCH, 32 prompts) bounds the KV cache: 256 rows x 1,536 slots.
-# Prints the phase table (postprocess/phase_table.py) and the answer lengths; logs and run.h5 in $OUT.
+# Scoring and training run packed (rollout.score_tokens 24,576, train.micro_batch_tokens 12,288:
+# the tokens of the padded passes of 16 and 8 full-width rows); PACKED=0 runs them padded.
+# Prints the phase table (postprocess/phase_table.py), the answer lengths and the iteration
+# table against the GPU's limits (postprocess/iteration_table.py); logs and run.h5 in $OUT.
 #   bash bench/gpu_grpo_w.sh
 set -uo pipefail
 # shellcheck source=bench/gpu_quartet_run.sh
@@ -64,6 +67,7 @@ args=(--set "run.iterations=$ITER" --set checkpoint.at_end=false --set dist.back
       --set rollout.max_prompt_tokens=512 --set rollout.max_new_tokens=1024 --set "rollout.top_p=${TOP_P:-1}"
       --set "rollout.stop=$(cat runs/w-stops.txt)" --set reward.terms=format --set "reward.format_regex=(?s).*[$(cat runs/w-reward.txt)].*"
       --set output.rollouts_every=1)
+[ "${PACKED:-1}" = 1 ] && args+=(--set rollout.score_tokens=24576 --set train.micro_batch_tokens=12288)
 for kv in ${SET:-}; do args+=(--set "$kv"); done
 name=w${TAG:+-$TAG}
 timeout 560 mpirun --oversubscribe --bind-to none -np 1 build-gpu/quartet train /dev/null "${args[@]}" \
@@ -85,3 +89,7 @@ with h5py.File(sys.argv[1], "r") as f:
               f"{(new >= 1024).mean():.1%} at 1,024; prompts mean {prompt.mean():.0f}; "
               f"new tokens {new.sum()}, all tokens {(new + prompt).sum()}")
 PY
+# The limits of the GPU the run had: bf16 790 TFLOP/s either way; HBM 4.3 TB/s on an H200 and
+# 3.0 TB/s on an H100 (device-to-device copies measured on the device machines).
+hbm=4.3; nvidia-smi -L | grep -q H100 && hbm=3.0
+python3 postprocess/iteration_table.py "runs/$name/run.h5" --config "$model/config.json" --hbm-tbs "$hbm" --markdown || true

@@ -27,7 +27,7 @@ std::string kind_of(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("nccl")) return "communication (NCCL)";
   if (has("Memcpy") || has("Memset") || has("memcpy") || has("memset")) return "copies";
-  if (has("fmha") || has("flash") || has("attention") || has("Attention")) return "attention kernels";
+  if (has("fmha") || has("flash") || has("attention") || has("Attention") || has("attend")) return "attention kernels";
   if (has("gemm") || has("Gemm") || has("GEMM") || has("cutlass") || has("xmma") || has("nvjet") || has("sm90_") ||
       has("sm100_") || has("cublas"))
     return "matrix multiplies";

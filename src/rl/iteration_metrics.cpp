@@ -63,14 +63,16 @@ void IterationMetrics::reduce(MPI_Comm world) {
   for (size_t i = 0; i < std::size(sums); ++i) *sums[i] = s[i];
   std::copy(s.begin() + static_cast<std::ptrdiff_t>(std::size(sums)), s.end(), reward_term_sums.begin());
   // The lowest score as the highest of its negation: one MAX reduction carries all the rest.
-  std::vector<double> m{-score_min, score_max, iteration_seconds};
+  std::vector<double> m{-score_min, score_max, iteration_seconds, decode_seconds, decode_steps};
   m.insert(m.end(), phase_seconds.begin(), phase_seconds.end());
   watched::allreduce(MPI_IN_PLACE, m.data(), static_cast<int>(m.size()), MPI_DOUBLE, MPI_MAX, world,
                      "the iteration's extremes and times");
   score_min = -m[0];
   score_max = m[1];
   iteration_seconds = m[2];
-  std::copy(m.begin() + 3, m.end(), phase_seconds.begin());
+  decode_seconds = m[3];
+  decode_steps = m[4];
+  std::copy(m.begin() + 5, m.end(), phase_seconds.begin());
 }
 
 double IterationMetrics::reward_mean() const { return score_sum / std::max(1.0, score_count); }
@@ -139,7 +141,8 @@ std::map<std::string, double> IterationMetrics::named(const AlgorithmSpec& algor
       {"reward_max", score_max}, {"kl", kl_per_sequence()}, {"kl_coef", kl_coef}, {"policy_loss", policy_loss},
       {"clip_fraction", clip_fraction}, {"approx_kl", approx_kl}, {"entropy", entropy},
       {"response_length", response_length()}, {"tokens_per_s", tokens_per_second()}, {"lr", lr},
-      {"grad_norm_actor", grad_norm_actor}, {"time_iteration", iteration_seconds}};
+      {"grad_norm_actor", grad_norm_actor}, {"time_iteration", iteration_seconds}, {"time_decode", decode_seconds},
+      {"decode_steps", decode_steps}};
   for (int p = 0; p < kPhases; ++p) m[std::string("time_") + kPhaseNames[p]] = phase_seconds[p];
   if (algorithm.trains_critic) {
     m["value_loss"] = value_loss;

@@ -1,6 +1,9 @@
 #include "quartet/rl/rollout_generator.hpp"
 
 #include <algorithm>
+#include <chrono>
+
+#include "quartet/dist/device_memory.hpp"
 
 namespace quartet {
 
@@ -58,7 +61,11 @@ RolloutBatch RolloutGenerator::generate_chunk(Iteration& it, int chunk, KVCache*
             static_cast<uint64_t>(rank_) + static_cast<uint64_t>(it.round) * 7919u;
   sp.keep_cache = cache != nullptr;
   sp.prompt_group = config_.algorithm.samples_per_prompt;  // each prompt's rows side by side, above
+  const auto start = std::chrono::steady_clock::now();
   Generation g = quartet::generate(actor_.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
+  synchronize_device(dev);  // once a chunk: decode_seconds counts the device's work, not the host's queueing
+  decode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  decode_steps_ += g.stats.steps + 1;  // the prompt's pass gave the first token
   const int64_t P = prompt.size(1);
   if (cache) *cache = std::move(g.cache);
   RolloutBatch b{g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()};

@@ -89,6 +89,8 @@ class Trainer {
   void make_phases();
 
   void sample(Iteration& it, IterationMetrics& metrics);
+  // sample's generation and scoring, with dynamic sampling's further rounds.
+  void sample_rounds(Iteration& it, IterationMetrics& metrics);
   void generate(Iteration& it);
   void score(Iteration& it);
   void mark_overlong(Iteration& it);
@@ -311,6 +313,17 @@ void Trainer::sample(Iteration& it, IterationMetrics& metrics) {
   metrics.show_dual_clip = al_.clip_ratio_c > 0;
   metrics.show_overlong = al_.overlong_filter || al_.overlong_buffer > 0;
   metrics.show_dynamic_sampling = al_.dynamic_sampling;
+  // Generation proper over every round (dynamic sampling) of this iteration.
+  const double decode_seconds = generator_ ? generator_->decode_seconds() : 0;
+  const int64_t decode_steps = generator_ ? generator_->decode_steps() : 0;
+  sample_rounds(it, metrics);
+  if (generator_) {
+    metrics.decode_seconds = generator_->decode_seconds() - decode_seconds;
+    metrics.decode_steps = static_cast<double>(generator_->decode_steps() - decode_steps);
+  }
+}
+
+void Trainer::sample_rounds(Iteration& it, IterationMetrics& metrics) {
   generate(it);
   score(it);
   mark_overlong(it);

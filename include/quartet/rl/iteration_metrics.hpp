@@ -35,6 +35,9 @@ struct IterationMetrics {
   // The slowest rank's.
   std::array<double, kPhases> phase_seconds{};
   double iteration_seconds = 0;
+  // Generation proper within the generate phase (RolloutGenerator::decode_seconds) and its
+  // forward passes (the prompt's and each decoding step): the slowest actor rank's.
+  double decode_seconds = 0, decode_steps = 0;
   // Each reward term's raw scores summed over the world's rows (reward.terms; the names, and
   // so the count, alike on every rank).
   std::vector<std::string> reward_term_names;

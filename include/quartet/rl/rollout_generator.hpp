@@ -35,6 +35,11 @@ class RolloutGenerator {
   // Fills it.prompts, answers, chunks, batch and old_logp.
   void generate(Iteration& it, Scoring& scoring, const SamplingView& view, const ScorePasses& score_passes);
 
+  // Since the run began: the seconds spent in generation proper (quartet::generate, to the
+  // device's finish; not the old log-probs' pass of the same phase) and its decoding steps.
+  double decode_seconds() const { return decode_seconds_; }
+  int64_t decode_steps() const { return decode_steps_; }
+
  private:
   RolloutBatch generate_chunk(Iteration& it, int chunk, KVCache* cache);
 
@@ -46,6 +51,8 @@ class RolloutGenerator {
   int rank_;
   ChunkLayout layout_;
   int64_t max_width_;
+  double decode_seconds_ = 0;
+  int64_t decode_steps_ = 0;
 };
 
 }  // namespace quartet
