@@ -121,8 +121,12 @@ def main(argv=None):
     ap.add_argument("--hbm-tbs", type=float, default=4.3, help="memory bandwidth, TB/s (one H200, measured)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
-    with open(args.config) as f:
-        cfg = json.load(f)
+    try:
+        with open(args.config) as f:
+            cfg = json.load(f)
+        model_sizes(cfg)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise quartet_run.RunFileError(f"{args.config}: not a readable model config.json ({e!r})") from None
     rows, n = table(args.run, cfg, args.skip, args.peak_tflops * 1e12, args.hbm_tbs * 1e12)
     text = [[r[0], f"{r[1]:.2f}", f"{r[2]:,.0f}", f"{r[3]:,.0f}", r[4], r[5], f"{r[6]:.2f}"] for r in rows]
     print(f"{args.run}: {n} iteration(s) after the first {args.skip}")

@@ -24,6 +24,7 @@ POSTPROCESS = os.path.dirname(HERE)
 sys.path.insert(0, POSTPROCESS)
 
 import compare_runs  # noqa: E402
+import iteration_table  # noqa: E402
 import phase_table  # noqa: E402
 import pipeline_summary  # noqa: E402
 import plot_run  # noqa: E402
@@ -32,7 +33,8 @@ import show_rollouts  # noqa: E402
 import sweep_table  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SCRIPTS = ("plot_run.py", "sweep_table.py", "show_rollouts.py", "compare_runs.py", "phase_table.py")
+SCRIPTS = ("plot_run.py", "sweep_table.py", "show_rollouts.py", "compare_runs.py", "phase_table.py",
+           "iteration_table.py")
 
 METRICS = ("reward_mean", "reward_std", "reward_min", "reward_max", "kl", "kl_coef", "policy_loss",
            "clip_fraction", "approx_kl", "entropy", "value_loss", "value_clip_fraction", "response_length",
@@ -163,6 +165,10 @@ class Fixture(unittest.TestCase):
         cls.run_b = write_run(os.path.join(cls.tmp, "sweep_b", "run.h5"), rows=8, complete=8, deck=DECK_B,
                               metrics=("reward_mean", "kl", "policy_loss", "time_generate", "time_train"),
                               timing=False, rollouts=(), reward_offset=0.5, evals=())
+        cls.config = os.path.join(cls.tmp, "config.json")  # iteration_table.py's model config
+        with open(cls.config, "w") as f:
+            f.write('{"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16, '
+                    '"vocab_size": 32}')
         cls.missing = os.path.join(cls.tmp, "nowhere", "run.h5")
         cls.text = os.path.join(cls.tmp, "notes.h5")
         with open(cls.text, "w") as f:
@@ -372,6 +378,60 @@ class FunctionTest(Fixture):
         self.assertEqual(phase_table.build_rows([b], [1], skip=50)[0][col["iterations"]], 8)
 
 
+class IterationTableTest(Fixture):
+    """iteration_table.py's closed forms against the work counted token by token and step by step."""
+
+    CONFIG = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "intermediate_size": 16, "vocab_size": 32}
+
+    def test_parts(self):
+        path = write_run(os.path.join(self.tmp, "grpo", "run.h5"), timing=False,
+                         metrics=METRICS + ("time_decode", "decode_steps"))
+        with h5py.File(path, "r+") as f:
+            f["metrics"]["time_decode"][...] = 0.25
+            f["metrics"]["decode_steps"][...] = 7.0
+        peak, hbm = 1e9, 1e8
+        rows, n = iteration_table.table(path, self.CONFIG, 1, peak, hbm)
+        self.assertEqual(n, 2)  # the rollouts of iterations 5 and 10; 12 is past the complete ones
+        part = {r[0]: r for r in rows}
+        blocks, embed, head, kv_token = iteration_table.model_sizes(self.CONFIG)
+        # write_run's rollouts: 4 rows of 10 tokens, 3 answer tokens (the masked fourth counts
+        # as prompt here: its attention_mask is 1).
+        prompt, answer, L, h = 7, 3, 2, 8
+        n_tokens = 4 * (prompt + answer)
+        forward = 4 * (2 * blocks * (prompt + answer) + 2 * head * (answer + 1)) + \
+            4 * sum(4 * L * h * (prompt + answer) for _ in range(prompt + answer))
+        cached = 4 * sum(prompt + k for k in range(1, answer))  # decoding steps 1 .. answer - 1
+        prefill = 4 * (2 * (blocks + head) * prompt + 4 * L * h * prompt * prompt)
+        floor = (7 * 2 * (blocks + embed + head) + cached * kv_token) / hbm + prefill / peak
+        self.assertAlmostEqual(part["decode"][1], 0.25)
+        self.assertEqual(part["decode"][2], 4 * answer)
+        self.assertEqual(part["decode"][5], f"{100 * floor / 0.25:.1f}%")
+        self.assertAlmostEqual(part["old log-probs"][1], 0.75)  # time_generate (1.0) less the decoding
+        self.assertEqual(part["old log-probs"][5], f"{100 * forward / 0.75 / peak:.1f}%")
+        self.assertEqual(part["score"][5], f"{100 * forward / 1.0 / peak:.1f}%")
+        # The deck has no algorithm.epochs: one, forward and backward three forwards.
+        self.assertEqual(part["train"][2], n_tokens)
+        self.assertEqual(part["train"][5], f"{100 * 3 * forward / 1.0 / peak:.1f}%")
+        self.assertAlmostEqual(part["iteration (phases)"][1], 1.0 + 1.0 + 1.0 + 1.0)
+
+    def test_script(self):
+        path = write_run(os.path.join(self.tmp, "grpo_script", "run.h5"), metrics=METRICS + ("time_decode", "decode_steps"))
+        result = run_script("iteration_table.py", path, "--config", self.config, "--markdown")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("| decode |", result.stdout)
+        result = run_script("iteration_table.py", path, "--config", os.path.join(self.tmp, "none.json"))
+        self.assertEqual(result.returncode, 1)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertIn("none.json", result.stderr)
+
+    def test_needs_rollouts(self):
+        path = write_run(os.path.join(self.tmp, "bare", "run.h5"), rollouts=(),
+                         metrics=METRICS + ("time_decode", "decode_steps"))
+        with self.assertRaises(quartet_run.RunFileError):
+            iteration_table.table(path, self.CONFIG, 1, 1e9, 1e8)
+
+
 class ScriptTest(Fixture):
     def check_ok(self, result):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
@@ -482,6 +542,8 @@ class ScriptTest(Fixture):
         for path, what in self.bad.items():
             for script in SCRIPTS:
                 args = [self.run_a, path] if script in ("compare_runs.py", "sweep_table.py") else [path]
+                if script == "iteration_table.py":
+                    args += ["--config", self.config]
                 with self.subTest(script=script, path=os.path.basename(path)):
                     result = run_script(script, *args)
                     self.assertNotEqual(result.returncode, 0)
