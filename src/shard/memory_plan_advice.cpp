@@ -169,7 +169,23 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
     c.train.cuda_graphs = false;
     out.push_back(attempt(base, c, w0, role, "--set train.cuda_graphs=false"));
   }
-  if (trained) try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
+  // A packed micro-batch's token budget, halved until it fits (one step at a time would plan
+  // thousands of times).
+  auto try_halved = [&](int current, const char* name, void (*set)(Config&, int)) {
+    for (int v = current / 2; v >= 1; v /= 2) {
+      Config c = c0;
+      set(c, v);
+      Attempt a = attempt(base, c, w0, role, std::string("--set ") + name + "=" + std::to_string(v));
+      if (!a.ok) continue;
+      out.push_back(a);
+      return;
+    }
+  };
+  if (trained && c0.train.micro_batch_tokens > 0)
+    try_halved(c0.train.micro_batch_tokens, "train.micro_batch_tokens",
+               [](Config& c, int v) { c.train.micro_batch_tokens = v; });
+  else if (trained)
+    try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
   if (trained) try_flag("reshard_after_forward", &ModelSectionConfig::reshard_after_forward);
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
   try_smaller(c0.rollout.batch, "rollout.batch", [](Config& c, int v) { c.rollout.batch = v; });
@@ -232,7 +248,14 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     if (check()) return last;
   }
   const std::string flags_text = text;
-  if (trained && c.train.micro_batch > 1) {
+  if (trained && c.train.micro_batch_tokens > 1) {
+    // Packed micro-batches: the token budget halved, down to one sequence a pass.
+    for (int v = c.train.micro_batch_tokens / 2; v >= 1; v /= 2) {
+      c.train.micro_batch_tokens = v;
+      text = flags_text + " --set train.micro_batch_tokens=" + std::to_string(v);
+      if (check()) return last;
+    }
+  } else if (trained && c.train.micro_batch > 1) {
     const int mb0 = c.train.micro_batch;
     const int v = largest_fitting(mb0, [&](int mb) {
       c.train.micro_batch = mb;

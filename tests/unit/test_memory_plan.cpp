@@ -531,6 +531,27 @@ TEST(MemoryPlan, ADeckThatCannotFitNamesKnobsThatDo) {
   EXPECT_GE(suggestions, 1) << e;
 }
 
+// With packed micro-batches (train.micro_batch_tokens) the training knob is the token budget,
+// not train.micro_batch (which then changes nothing): a budget too large to fit gets a halved
+// one that is checked to fit.
+TEST(MemoryPlan, PackedTrainingIsAdvisedASmallerTokenBudget) {
+  const std::string text = "[placement]\nactor = 1\n[dist]\ndevice_memory = 6GiB\n"
+                           "[model.actor]\npath = random:llama\nhidden = 256\nlayers = 4\nheads = 4\nvocab = 32000\n"
+                           "[rollout]\nbatch = 4\nmax_prompt_tokens = 128\nmax_new_tokens = 64\n"
+                           "[train]\nmicro_batch_tokens = 400000\ncuda_graphs = false\n";
+  MemoryPlan p = make_memory_plan(parse(text), 1);
+  ASSERT_FALSE(p.fits()) << format_plan(p);
+  const std::string e = error_of([&] { check_plan(p); });
+  EXPECT_NE(e.find("--set train.micro_batch_tokens="), std::string::npos) << e;
+  EXPECT_EQ(e.find("--set train.micro_batch="), std::string::npos) << e;
+  std::istringstream lines(e);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("train.micro_batch_tokens=") == std::string::npos) continue;
+    EXPECT_TRUE(make_memory_plan(parse(text, sets_of(line)), 1).fits()) << line;
+  }
+}
+
 TEST(MemoryPlan, NothingFitsSaysSo) {
   // 600 MiB of device memory leaves almost nothing after the CUDA context.
   const std::string text = "[placement]\nactor = 1\n[dist]\ndevice_memory = 600MiB\n"

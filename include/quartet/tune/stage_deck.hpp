@@ -1,7 +1,8 @@
 #pragma once
 // What every stage command (sft, rm, dpo) refuses of its deck before anything else, naming the
 // key: its own data key unset, another stage's section set (core/config.hpp
-// refuse_other_stages), and run.iterations away from its default (a stage counts steps; a
+// refuse_other_stages), quartet train's packing keys set (train.micro_batch_tokens,
+// rollout.score_tokens), and run.iterations away from its default (a stage counts steps; a
 // resolved deck spells the default out, and is fine).
 #include <string>
 
