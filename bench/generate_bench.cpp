@@ -2,15 +2,22 @@
 // GPU, a batch of prompts, N new tokens, through quartet::generate (the code `quartet train`
 // runs), with and without CUDA graphs.
 //   build/bench/generate_bench [--config inputs/models/llama-886m/config.json] [--batch 64]
-//        [--prompt 128] [--new 128] [--reps 3] [--dtype bf16] [--profile 0|1] [--set kernels.KEY=VALUE ...]
+//        [--prompt 128] [--prompt-min N] [--samples K] [--stops 400] [--new 128] [--reps 3]
+//        [--dtype bf16] [--profile 0|1] [--set kernels.KEY=VALUE ...]
+// --prompt-min: prompt lengths uniform in [N, --prompt] (left-padded; default: all --prompt);
+// --samples: each prompt K times side by side, sharing its forward pass (GRPO's groups);
+// --stops: the stop ids of the rows that stop. Workload W's generation (bench/gpu_grpo_w.sh):
+//   --batch 256 --prompt 512 --prompt-min 64 --samples 8 --new 1024 --stops 80
 // --profile 1 adds a kernel profile of one greedy generation with graphs and one without; --set
 // switches quartet's kernels as the deck's [kernels] keys do (e.g. --set kernels.decode_fused_qkv=false).
 // Roofline: every decoding step must read every weight once and the keys and values of every
 // live row's cached tokens once; at 4.3 TB/s (one H200, measured) that is the floor of the
 // step's time. "roofline" is that floor summed over the steps the decoder ran (rows it really
 // computed, spans it really attended) over the measured decode time (generation minus the
-// prompt's forward pass, which is compute-bound and reported apart). The greedy tokens with
-// graphs must equal those without: the program exits 1 otherwise.
+// prompt's forward pass, which is compute-bound and reported apart). "live" counts only the
+// live rows' real tokens (each row's own prompt, its steps until its stop), as
+// postprocess/iteration_table.py does: padding and finished rows read are waste there. The
+// greedy tokens with graphs must equal those without: the program exits 1 otherwise.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -39,6 +46,7 @@ constexpr double kHbmBytesPerS = 4.3e12;  // one H200, measured (developers' gui
 struct Args {
   std::string config = "inputs/models/llama-886m/config.json";
   int64_t batch = 64, prompt = 128, new_tokens = 128, reps = 3;
+  int64_t prompt_min = 0, samples = 1, stops = 400;  // 0: every prompt --prompt tokens
   std::string dtype = "bf16";
   bool profile = false;
   bool attention_only = false;  // --attention-only 1: the attention table alone
@@ -150,6 +158,9 @@ int main(int argc, char** argv) {
     if (k == "--config") a.config = v;
     else if (k == "--batch") a.batch = std::stoll(v);
     else if (k == "--prompt") a.prompt = std::stoll(v);
+    else if (k == "--prompt-min") a.prompt_min = std::stoll(v);
+    else if (k == "--samples") a.samples = std::stoll(v);
+    else if (k == "--stops") a.stops = std::stoll(v);
     else if (k == "--new") a.new_tokens = std::stoll(v);
     else if (k == "--reps") a.reps = std::stoll(v);
     else if (k == "--dtype") a.dtype = v;
@@ -181,16 +192,37 @@ int main(int argc, char** argv) {
   // Keys and values of one cached token, all layers.
   const double kv_token_bytes = 2.0 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * elt;
 
-  auto ids = torch::randint(1, cfg.vocab_size, {a.batch, a.prompt}, torch::TensorOptions().dtype(torch::kLong)).to(dev);
-  auto mask = torch::ones_like(ids);
-  std::printf("generate_bench: %s, %.1fM parameters, %s, %s; batch %lld, prompt %lld, %lld new tokens\n",
+  if (a.samples < 1 || a.batch % a.samples != 0 || a.prompt_min > a.prompt) {
+    std::fprintf(stderr, "generate_bench: --samples must divide --batch, and --prompt-min be at most --prompt\n");
+    return 2;
+  }
+  // batch / samples prompts of random ids, each `samples` times side by side.
+  std::vector<std::vector<int64_t>> prompts;
+  {
+    auto gen = at::detail::createCPUGenerator(11);
+    const int64_t lo = a.prompt_min > 0 ? a.prompt_min : a.prompt;
+    for (int64_t i = 0; i < a.batch / a.samples; ++i) {
+      const int64_t n = torch::randint(lo, a.prompt + 1, {1}, gen).item<int64_t>();
+      auto t = torch::randint(1, cfg.vocab_size, {n}, gen, torch::kLong);
+      std::vector<int64_t> ids(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+      for (int64_t k = 0; k < a.samples; ++k) prompts.push_back(ids);
+    }
+  }
+  auto [cpu_ids, cpu_mask] = left_pad(prompts, 0);
+  auto ids = cpu_ids.to(dev), mask = cpu_mask.to(dev);
+  const auto prompt_lengths = cpu_mask.sum(1);  // [batch], real tokens
+  const int64_t T = ids.size(1);                // the padded prompt width
+  std::printf("generate_bench: %s, %.1fM parameters, %s, %s; batch %lld (%lld a prompt), prompts of %lld-%lld "
+              "tokens (mean %.0f), %lld new tokens\n",
               a.config.c_str(), params / 1e6, a.dtype.c_str(), dev.str().c_str(), (long long)a.batch,
-              (long long)a.prompt, (long long)a.new_tokens);
+              (long long)a.samples, (long long)(a.prompt_min > 0 ? a.prompt_min : a.prompt), (long long)a.prompt,
+              prompt_lengths.to(torch::kDouble).mean().item<double>(), (long long)a.new_tokens);
 
   // The prompt's forward pass and the first token alone, to split it off.
   SamplingParams p;
   p.temperature = 0.0;
   p.max_new_tokens = 1;
+  p.prompt_group = a.samples;
   const double prefill_s = timed(model, ids, mask, p, a.reps).seconds;
 
   struct Row {
@@ -213,12 +245,15 @@ int main(int argc, char** argv) {
   rows.push_back({"sampled T=1 top-p .95, graphs", p});
   // Rows that stop: 400 ids out of the vocabulary end a sequence, about 1.2% a step with the
   // random model's near-uniform distribution, so rows finish throughout and the batch shrinks.
-  for (int64_t i = 0; i < 400; ++i) p.stop_ids.push_back(100 + i * (cfg.vocab_size - 200) / 400);
-  rows.push_back({"sampled, 400 stop ids, graphs", p});
+  for (int64_t i = 0; i < a.stops; ++i) p.stop_ids.push_back(100 + i * (cfg.vocab_size - 200) / a.stops);
+  rows.push_back({"sampled, " + std::to_string(a.stops) + " stop ids, graphs", p});
+  SamplingParams top_p_stops = p;
+  top_p_stops.top_p = 0.95;
+  rows.push_back({"top-p .95, " + std::to_string(a.stops) + " stop ids, graphs", top_p_stops});
 
   std::printf("\nprompt forward (+1 token): %.1f ms\n\n", prefill_s * 1e3);
-  std::printf("| %-34s | total ms | decode ms | ms/step | new tok/s | graphs | shrinks | roofline |\n", "run");
-  std::printf("|%s|---------:|----------:|--------:|----------:|-------:|--------:|---------:|\n",
+  std::printf("| %-34s | total ms | decode ms | ms/step | new tok/s | graphs | shrinks | roofline |   live |\n", "run");
+  std::printf("|%s|---------:|----------:|--------:|----------:|-------:|--------:|---------:|-------:|\n",
               std::string(36, '-').c_str());
   // One table row; `note` replaces the roofline column.
   auto print_row = [&](const std::string& name, const Run& r, const std::string& note) {
@@ -229,14 +264,22 @@ int main(int argc, char** argv) {
     const double steps = static_cast<double>(st.steps);
     const double avg_rows = steps > 0 ? static_cast<double>(st.row_steps) / steps : 0;
     double kv = 0;
-    for (int64_t k = 1; k <= st.steps; ++k) kv += avg_rows * static_cast<double>(a.prompt + k) * kv_token_bytes;
+    for (int64_t k = 1; k <= st.steps; ++k) kv += avg_rows * static_cast<double>(T + k) * kv_token_bytes;
     const double floor_s = (steps * weight_bytes + kv) / kHbmBytesPerS;
+    // Live: row r's step k (1 .. n_r - 1, the prompt's pass gave its first token) reads its own
+    // p_r + k tokens.
+    const auto later = (r.g.new_lengths.to(torch::kCPU, torch::kDouble) - 1).clamp_min(0);
+    const auto p_r = prompt_lengths.to(torch::kDouble);
+    const double live_kv = (later * p_r + later * (later + 1) / 2).sum().item<double>() * kv_token_bytes;
+    const double live_s = (steps * weight_bytes + live_kv) / kHbmBytesPerS;
     const double decode_s = std::max(1e-9, r.seconds - prefill_s);
-    char roof[32];
+    char roof[32], live[32];
     std::snprintf(roof, sizeof roof, "%7.1f%%", 100.0 * floor_s / decode_s);
-    std::printf("| %-34s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s |\n", name.c_str(), r.seconds * 1e3,
+    std::snprintf(live, sizeof live, "%5.1f%%", 100.0 * live_s / decode_s);
+    std::printf("| %-34s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s | %6s |\n", name.c_str(), r.seconds * 1e3,
                 decode_s * 1e3, steps > 0 ? decode_s * 1e3 / steps : 0.0, new_tokens / r.seconds,
-                (long long)st.graphs_captured, (long long)st.compactions, note.empty() ? roof : note.c_str());
+                (long long)st.graphs_captured, (long long)st.compactions, note.empty() ? roof : note.c_str(),
+                note.empty() ? live : "");
   };
   torch::Tensor eager_tokens;
   std::vector<torch::Tensor> row_tokens;
@@ -256,7 +299,7 @@ int main(int argc, char** argv) {
       set_decode_kernels(false);
       Run r = timed(model, ids, mask, rows[i].params, a.reps);
       set_decode_kernels(true);
-      const auto news = [&](const torch::Tensor& t) { return t.slice(1, a.prompt); };
+      const auto news = [&](const torch::Tensor& t) { return t.slice(1, T); };
       char note[32];
       std::snprintf(note, sizeof note, "%.0f%% same",
                     100.0 * news(r.g.tokens).eq(news(row_tokens[i])).to(torch::kDouble).mean().item<double>());
