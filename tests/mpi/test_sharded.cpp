@@ -258,6 +258,20 @@ TEST_P(Sharded, FrozenAndGatheredMatchUnsharded) {
   auto expected = ref->forward(b.ids, b.mask);
   auto got = model.forward(b.ids.to(device_), b.mask.to(device_)).to(torch::kCPU);
   EXPECT_TRUE(torch::allclose(got, expected, 1e-5, 1e-5)) << (got - expected).abs().max().item<double>();
+  {
+    // Packed (the rows' real tokens back to back): the sharded pass gathers each block as the
+    // padded one does, and gives the unsharded outputs at the real tokens (a reward head's at
+    // each row's last).
+    const auto n = b.mask.ne(0).sum(1).contiguous();
+    const std::vector<int64_t> lengths(n.data_ptr<int64_t>(), n.data_ptr<int64_t>() + n.numel());
+    const auto packed = pack_rows(b.ids.to(device_), b.mask.to(device_), lengths);
+    const bool reward = c.head == Head::sequence_reward;
+    const auto at = reward ? packed.cu_seqlens.narrow(0, 1, packed.sequences()).to(torch::kLong) - 1
+                           : torch::arange(packed.tokens(), torch::TensorOptions().dtype(torch::kLong).device(device_));
+    const auto out = model.forward_packed(packed, at).to(torch::kCPU).squeeze(0);
+    const auto want = reward ? expected : expected.index({b.mask.to(torch::kBool)});
+    EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-5)) << "packed: " << (out - want).abs().max().item<double>();
+  }
 
   model.park();
   model.unpark();
