@@ -38,7 +38,8 @@ using EpochSource = std::function<torch::Tensor(const torch::Tensor& perm, int64
 struct Totals {
   std::vector<torch::Tensor> sums = std::vector<torch::Tensor>(kSlots);  // undefined until first added
   std::vector<torch::Tensor> norms;                                      // per optimizer step
-  int micro = 0;
+  int micro = 0;  // micro-batches with rows
+  int turns = 0;  // micro-batches, padding turns included
   void add(const std::vector<torch::Tensor>& out) {
     for (int k = kReportedLoss; k < kSlots && k < static_cast<int>(out.size()); ++k) {
       if (!out[k].defined()) continue;
@@ -81,6 +82,13 @@ MicroRanges micro_ranges(const torch::Tensor& perm_cpu, int64_t rows, int64_t mb
   return plan;
 }
 
+// How a phase's micro-batch reports its loss: as the mean over its own rows (the critic's value
+// loss), or as its share of the optimizer step's loss, the step's micro-batches adding up to it
+// (the policy loss and its KL term, aggregated over the step: losses.hpp LossAggregation). The
+// phase's loss is then the mean over the micro-batches with rows, or the step losses' mean
+// (a padding turn's share is 0, and it counts among the step's micro-batches).
+enum class ReportedLoss { per_micro_batch, share_of_step };
+
 // The shared loop. micro_batch(sources, rows) returns the micro-batch's results (Slot order)
 // from the phase's `sources` (which it must read through its argument: a CUDA graph replays
 // it on copies of them); it is given an empty index for a padding turn. `variant` names the
@@ -88,8 +96,8 @@ MicroRanges micro_ranges(const torch::Tensor& perm_cpu, int64_t rows, int64_t mb
 // row's tokens, for micro-batches packed by train.micro_batch_tokens (null: by rows).
 UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64_t* step, int64_t total,
                         uint64_t seed, double base_lr, std::vector<torch::Tensor> sources, int64_t variant,
-                        const StepGraph::MicroBatch& micro_batch, const EpochSource& per_epoch = nullptr,
-                        const std::vector<int64_t>* lengths = nullptr) {
+                        const StepGraph::MicroBatch& micro_batch, ReportedLoss reported,
+                        const EpochSource& per_epoch = nullptr, const std::vector<int64_t>* lengths = nullptr) {
   ShardedModel& model = *rm.model;
   const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
   const int64_t agreed = group_max(model.group(), rows);
@@ -119,6 +127,7 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
     for (int64_t k = 0; k < minibatches; ++k) {
       model.zero_grad();
       for (auto [a, b] : plan[static_cast<size_t>(k)]) {
+        ++t.turns;
         auto index = perm.narrow(0, a, b - a);
         if (graph && index.numel() == micro) {
           t.add(graph->step(index, micro_batch, micros));
@@ -148,12 +157,13 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
     s.grad_norm = norms.sum().item<double>() / std::max(1, s.steps);
   }
   const double n = std::max(1, t.micro);
-  s.loss = t.value(kReportedLoss) / n;
+  const double per_loss = reported == ReportedLoss::share_of_step ? std::max(1, t.turns) : n;
+  s.loss = t.value(kReportedLoss) / per_loss;
   s.clip_fraction = t.value(kClip) / n;
   s.dual_clip_fraction = t.value(kDualClip) / n;
   s.approx_kl = t.value(kApproxKl) / n;
   s.entropy = t.value(kEntropy) / n;
-  s.kl_loss = t.value(kKl) / n;
+  s.kl_loss = t.value(kKl) / per_loss;
   return s;
 }
 
@@ -254,6 +264,7 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
                                                                    const torch::Tensor& i) {
         return policy_micro_batch(actor, al, agg_norm, kl_loss_term, view, padding, packed, src, i);
       },
+      ReportedLoss::share_of_step,
       [&weights, &group](const torch::Tensor& perm, int64_t minibatch, int64_t minibatches, int64_t micros) {
         return step_denominators(weights, perm, minibatch, minibatches, micros, group);
       },
@@ -287,7 +298,7 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
                        out[kClip] = vl.clip_fraction;
                        return out;
                      },
-                     nullptr, packed ? &lengths : nullptr);
+                     ReportedLoss::per_micro_batch, nullptr, packed ? &lengths : nullptr);
 }
 
 }  // namespace quartet

@@ -73,8 +73,9 @@ PolicyTargets rows(const PolicyTargets& all, int64_t begin, int64_t count) {
 }
 
 // One optimizer step over `tg`'s rows (a minibatch of `minibatch` >= them) in micro-batches of
-// `micro`; returns the step's gradient norm (the whole group's).
-double one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, int micro, const std::string& mode,
+// `micro` (or packed by `tokens`); returns its statistics: the gradient norm (the whole
+// group's) and the reported loss.
+UpdateStats one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, int micro, const std::string& mode,
                 int tokens = 0) {
   const Config c = load_config(Deck("aggregation.deck",
                                     "[algorithm]\nepochs = 1\nclip_eps = 0.2\nloss_agg_mode = " + mode +
@@ -90,9 +91,10 @@ double one_step(Collectives& group, const PolicyTargets& tg, int64_t minibatch, 
   ao.lr = c.actor.lr;
   actor.optimizer = std::make_unique<ShardedAdamW>(*actor.model, ao);
   int64_t step = 0;
-  const UpdateStats s = update_policy(actor, tg, c, &step, 1, 7);
-  EXPECT_EQ(s.steps, 1);
-  return s.grad_norm;
+  const int64_t steps = (tg.batch.rows() + minibatch - 1) / minibatch;
+  const UpdateStats s = update_policy(actor, tg, c, &step, steps, 7);
+  EXPECT_EQ(s.steps, steps);
+  return s;
 }
 
 class StepAggregation : public ::testing::TestWithParam<const char*> {};
@@ -101,14 +103,31 @@ TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
   const std::string mode = GetParam();
   auto self = make_mpi_collectives("aggregation_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
   const PolicyTargets all = all_rows();
-  const double whole = one_step(*self, all, kRows, kRows, mode);
+  const UpdateStats one = one_step(*self, all, kRows, kRows, mode);
+  const double whole = one.grad_norm;
   ASSERT_GT(whole, 0.0);
-  for (int micro : {8, 4, 3})
-    EXPECT_NEAR(one_step(*self, all, kRows, micro, mode), whole, 1e-5 * whole) << mode << ", micro-batches of " << micro;
+  // The reported loss is the step's too, however the step is cut.
+  auto same_loss = [&](const UpdateStats& s) { return std::abs(s.loss - one.loss) <= 1e-5 * std::abs(one.loss); };
+  for (int micro : {8, 4, 3}) {
+    const UpdateStats s = one_step(*self, all, kRows, micro, mode);
+    EXPECT_NEAR(s.grad_norm, whole, 1e-5 * whole) << mode << ", micro-batches of " << micro;
+    EXPECT_TRUE(same_loss(s)) << mode << ", micro-batches of " << micro << ": loss " << s.loss << " against " << one.loss;
+  }
   // Packed micro-batches (train.micro_batch_tokens; rows of 6 to 12 tokens): the same step, in
   // one pass, in passes of a few rows, and with the budget below a row (each row alone).
-  for (int tokens : {1000, 30, 12, 4})
-    EXPECT_NEAR(one_step(*self, all, kRows, kRows, mode, tokens), whole, 1e-5 * whole) << mode << ", packed by " << tokens;
+  for (int tokens : {1000, 30, 12, 4}) {
+    const UpdateStats s = one_step(*self, all, kRows, kRows, mode, tokens);
+    EXPECT_NEAR(s.grad_norm, whole, 1e-5 * whole) << mode << ", packed by " << tokens;
+    EXPECT_TRUE(same_loss(s)) << mode << ", packed by " << tokens << ": loss " << s.loss << " against " << one.loss;
+  }
+  // Two optimizer steps of 8 rows, packed: the steps hold different numbers of micro-batches,
+  // the fewer padded with empty turns, and the reported loss is still the steps' mean.
+  const UpdateStats two = one_step(*self, all, 8, 8, mode);
+  for (int tokens : {20, 33}) {
+    const UpdateStats s = one_step(*self, all, 8, 8, mode, tokens);
+    EXPECT_NEAR(s.grad_norm, two.grad_norm, 1e-5 * two.grad_norm) << mode << ", two steps packed by " << tokens;
+    EXPECT_NEAR(s.loss, two.loss, 1e-5 * std::abs(two.loss)) << mode << ", two steps packed by " << tokens;
+  }
   // Split over the world's ranks (2 or more: rank r takes its share of the rows, unequal where
   // they do not divide), each in micro-batches of 3.
   const int n = test::world().size();
@@ -118,9 +137,11 @@ TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
   auto group = make_mpi_collectives("aggregation_world", ranks, test::world().comm(), nullptr);
   const int64_t r = test::world().rank(), base = kRows / n, extra = kRows % n;
   const PolicyTargets mine = rows(all, r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0));
-  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode), whole, 1e-5 * whole) << mode << ", over " << n << " ranks";
+  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode).grad_norm, whole, 1e-5 * whole)
+      << mode << ", over " << n << " ranks";
   // Packed on each rank: the ranks' micro-batch counts differ, and the fewer are padded.
-  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode, 20 + 7 * static_cast<int>(r)), whole, 1e-5 * whole)
+  EXPECT_NEAR(one_step(*group, mine, base + (extra > 0 ? 1 : 0), 3, mode, 20 + 7 * static_cast<int>(r)).grad_norm,
+              whole, 1e-5 * whole)
       << mode << ", packed, over " << n << " ranks";
 }
 
