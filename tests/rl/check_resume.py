@@ -13,17 +13,17 @@ as a user, a terminal or a scheduler sends them to the launcher.)
 The deck is inputs/demo.deck (run from the repository root), shortened.
 """
 import os
-import queue
 import re
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from watched_run import WatchedRun  # noqa: E402
 
 ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
 EXIT_RESUBMIT, EXIT_STOPPED = 75, 76
@@ -38,11 +38,11 @@ def fail(msg):
     sys.exit(f"check_resume: {msg}")
 
 
-class Train:
+class Train(WatchedRun):
     """One `mpirun ... quartet train` with its output collected line by line."""
 
     def __init__(self, launcher, np_, out, *sets):
-        self.cmd = launcher + [str(np_), QUARTET, "train", "inputs/demo.deck"]
+        cmd = launcher + [str(np_), QUARTET, "train", "inputs/demo.deck"]
         # Later settings of a key replace earlier ones (a deck refuses a key given twice).
         settings = {}
         # A stalled collective aborts, naming the ranks, well inside the test's time.
@@ -51,68 +51,12 @@ class Train:
             key, value = s.split("=", 1)
             settings[key] = value
         for key, value in settings.items():
-            self.cmd += ["--set", f"{key}={value}"]
-        self.lines = []
-        # A session of its own: a signal to its process group is what a terminal's Ctrl-C sends.
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                     start_new_session=True)
-        # Lines arrive through a queue, so that a run that stops printing is noticed.
-        self.queue = queue.Queue()
-        self.deadline = time.monotonic() + RUN_SECONDS
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.queue.put(line)
-        self.queue.put(None)
-
-    def _lines(self):
-        """The run's output lines as they come; a run past its deadline is a hang."""
-        while True:
-            try:
-                line = self.queue.get(timeout=max(0.1, self.deadline - time.monotonic()))
-            except queue.Empty:
-                self._hung()
-            if line is None:
-                return
-            self.lines.append(line)
-            sys.stdout.write(line)
-            yield line
-
-    def _hung(self):
-        """Every rank's stacks (gdb, where there is one), then the whole job killed, then fail."""
-        stacks = ""
-        if shutil.which("gdb"):
-            for pid in self.ranks():
-                p = subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex", "thread apply all bt 12"],
-                                   capture_output=True, text=True, timeout=60)
-                stacks += f"--- rank process {pid}:\n" + "\n".join(
-                    ln for ln in p.stdout.splitlines() if ln.startswith(("#", "Thread"))) + "\n"
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        fail(f"{' '.join(self.cmd)} still ran after {RUN_SECONDS} s; its last output:\n"
-             f"{''.join(self.lines[-30:])}\nits ranks' stacks:\n{stacks}")
+            cmd += ["--set", f"{key}={value}"]
+        super().__init__(cmd, RUN_SECONDS, fail)
 
     def wait_for_iteration(self, n):
         """Reads output until iteration n is reported."""
-        for line in self._lines():
-            m = ITER.match(line)
-            if m and int(m.group(1)) >= n:
-                return
-        fail(f"the run ended before iteration {n}:\n{''.join(self.lines[-20:])}")
-
-    def finish(self):
-        for _ in self._lines():
-            pass
-        self.proc.wait(timeout=60)
-        return self.proc.returncode
-
-    def output(self):
-        return "".join(self.lines)
-
-    def ranks(self):
-        """The pids of the quartet processes mpirun started (its children)."""
-        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
+        self.wait_for(ITER, n, "iteration")
 
     def signal_every_rank(self, sig):
         """sig to every rank, as srun relays Slurm's signals to every task; returns their pids. Not

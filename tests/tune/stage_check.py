@@ -6,16 +6,14 @@ A check calls use(name, quartet, model) first: its messages' prefix, the quartet
 checkpoint file of the model it trains ("actor" or "reward").
 """
 import os
-import queue
 import re
-import signal
-import subprocess
 import sys
-import threading
-import time
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from watched_run import WatchedRun  # noqa: E402
 
 NAME, QUARTET, MODEL = "check", "quartet", "actor"
 EXIT_RESUBMIT = 75
@@ -32,57 +30,17 @@ def say(msg):
     print(f"{NAME}: {msg}", flush=True)
 
 
-class Run:
+class Run(WatchedRun):
     """One `mpirun ... quartet COMMAND DECK` with its output collected line by line."""
 
     def __init__(self, launcher, np_, command, deck, sets):
-        self.cmd = launcher + [str(np_), QUARTET, command, deck]
+        cmd = launcher + [str(np_), QUARTET, command, deck]
         for s in sets:
-            self.cmd += ["--set", s]
-        self.lines = []
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                     start_new_session=True)
-        self.queue = queue.Queue()
-        self.deadline = time.monotonic() + RUN_SECONDS
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.queue.put(line)
-        self.queue.put(None)
-
-    def _lines(self):
-        while True:
-            try:
-                line = self.queue.get(timeout=max(0.1, self.deadline - time.monotonic()))
-            except queue.Empty:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                fail(f"{' '.join(self.cmd)} still ran after {RUN_SECONDS} s:\n{''.join(self.lines[-30:])}")
-            if line is None:
-                return
-            self.lines.append(line)
-            sys.stdout.write(line)
-            yield line
+            cmd += ["--set", s]
+        super().__init__(cmd, RUN_SECONDS, fail)
 
     def wait_for_step(self, n):
-        for line in self._lines():
-            m = STEP.match(line)
-            if m and int(m.group(1)) >= n:
-                return
-        fail(f"the run ended before step {n}:\n{''.join(self.lines[-20:])}")
-
-    def finish(self):
-        for _ in self._lines():
-            pass
-        self.proc.wait(timeout=60)
-        return self.proc.returncode
-
-    def output(self):
-        return "".join(self.lines)
-
-    def ranks(self):
-        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
+        self.wait_for(STEP, n, "step")
 
 
 def use(name, quartet, model):
