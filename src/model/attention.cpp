@@ -12,6 +12,17 @@
 
 namespace quartet::layers {
 
+namespace {
+
+// repeat_kv: k or v [B, nkv, S, hd] to [B, nkv * g, S, hd], kv head j serving query heads
+// j*g .. j*g+g-1.
+torch::Tensor repeat_kv(const torch::Tensor& t, int64_t g) {
+  const int64_t B = t.size(0), nkv = t.size(1), S = t.size(2), hd = t.size(3);
+  return t.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nkv * g, S, hd});
+}
+
+}  // namespace
+
 AttentionImpl::AttentionImpl(const ModelConfig& c, const Build& b) : c_(c) {
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   switch (c.family) {
@@ -103,10 +114,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
   const bool native_gqa = nkv != nh && !s.cache && q.is_cuda() && !fp32_attention && hd <= 128 &&
                           (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf);
   if (nkv != nh && !native_gqa) {
-    // repeat_kv: kv head j serves query heads j*g .. j*g+g-1.
-    const int64_t g = nh / nkv, S = k.size(2);
-    k = k.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
-    v = v.unsqueeze(2).expand({B, nkv, g, S, hd}).reshape({B, nh, S, hd});
+    k = repeat_kv(k, nh / nkv);
+    v = repeat_kv(v, nh / nkv);
   }
   const torch::Tensor& mask = c_.sliding_layers[static_cast<size_t>(layer)] ? s.sliding_mask : s.mask;
   const bool is_causal = s.causal_only;  // then mask is undefined, and SDPA must get none
@@ -148,8 +157,8 @@ torch::Tensor AttentionImpl::packed_attention(const torch::Tensor& q, const torc
     auto qs = q.narrow(2, start, n), ks = k.narrow(2, start, n), vs = v.narrow(2, start, n);
     start += n;
     if (nkv != nh) {
-      ks = ks.repeat_interleave(nh / nkv, 1);
-      vs = vs.repeat_interleave(nh / nkv, 1);
+      ks = repeat_kv(ks, nh / nkv);
+      vs = repeat_kv(vs, nh / nkv);
     }
     std::optional<torch::Tensor> mask;
     if (slides && n > c_.sliding_window) {

@@ -55,6 +55,18 @@ torch::Tensor move_leading_padding_behind(const torch::Tensor& input_ids, torch:
 
 }  // namespace
 
+torch::Tensor TransformerImpl::Impl::embed_at(layers::Step& step, const torch::Tensor& ids, const torch::Tensor& pos,
+                                              int64_t length, const ModelConfig& c) {
+  auto x = base->embed(ids);
+  if (c.family == Family::gpt2) return x + base->wpe(pos);
+  const auto dev = ids.device();
+  // Dynamic scaling past max_position_embeddings follows the pass's length.
+  const torch::Tensor inv =
+      c.rope_scaling.type == "dynamic" && length > c.max_positions ? rotary_inv_freq(c, length).to(dev) : inv_freq_on(dev);
+  std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
+  return x;
+}
+
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                              KVCache* cache, PaddingLayout padding) {
   const ModelConfig& c = config_;
@@ -83,18 +95,7 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
   step.cache = cache;
   step.past = past;
 
-  auto x = impl_->base->embed(ids);
-  if (c.family == Family::gpt2) {
-    x = x + impl_->base->wpe(pos);
-  } else {
-    torch::Tensor inv = impl_->inv_freq;
-    if (c.rope_scaling.type == "dynamic" && S > c.max_positions) {
-      inv = rotary_inv_freq(c, S).to(dev);
-    } else {
-      inv = impl_->inv_freq_on(dev);
-    }
-    std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
-  }
+  auto x = impl_->embed_at(step, ids, pos, S, c);
 
   const bool recompute = impl_->checkpointing && !cache && torch::GradMode::is_enabled();
   // Without gradients (scoring, the prompt's pass, the old log-probs), Llama blocks carry the
@@ -117,22 +118,12 @@ torch::Tensor TransformerImpl::packed_hidden_states(const PackedSequences& packe
   QUARTET_CHECK(c.family != Family::gpt2 || packed.max_len <= c.max_positions,
                 "Transformer: a packed sequence of " + std::to_string(packed.max_len) + " tokens, but this gpt2 model has " +
                     std::to_string(c.max_positions) + " positions (n_positions)");
-  const auto dev = packed.ids.device();
   Step step;
   step.cu_seqlens = packed.cu_seqlens;
   step.seq_lengths = packed.lengths;
   step.max_seq = packed.max_len;
-  const auto& pos = packed.positions;
-  auto x = impl_->base->embed(packed.ids);
-  if (c.family == Family::gpt2) {
-    x = x + impl_->base->wpe(pos);
-  } else {
-    // Dynamic scaling from the longest sequence, as HF takes it (the largest position + 1).
-    torch::Tensor inv = c.rope_scaling.type == "dynamic" && packed.max_len > c.max_positions
-                            ? rotary_inv_freq(c, packed.max_len).to(dev)
-                            : impl_->inv_freq_on(dev);
-    std::tie(step.cos, step.sin) = rotary_cos_sin(inv, pos, x.scalar_type(), c.family == Family::gptj);
-  }
+  // Dynamic rotary scaling from the longest sequence, as HF takes it (the largest position + 1).
+  auto x = impl_->embed_at(step, packed.ids, packed.positions, packed.max_len, c);
   const bool recompute = impl_->checkpointing && torch::GradMode::is_enabled();
   step.carry = !recompute && layers::can_carry(impl_->base, x);
   x = impl_->run_blocks(step, x, c.num_layers, recompute);

@@ -31,7 +31,7 @@ class ColocatedScoring : public Scoring {
   void hand_off(int, const RolloutBatch&, const RowPrompts&) override {}
 
   void score(Iteration& it, PhaseClock&) override {
-    const ScorePasses mb = setup_.micro_batch;
+    const ScorePasses& mb = setup_.passes;
     if (RoleModel* reference = models_.get(Role::reference)) {
       parking_.keep_only({Role::reference});
       it.ref_logp = score_logprobs(*reference->model, it.batch, mb, setup_.view);
@@ -57,7 +57,7 @@ class ColocatedScoring : public Scoring {
     if (!reward) return {};
     parking_.keep_only({Role::reward});
     torch::Tensor scores = score_sequences(*reward->model, reward_rows(setup_, rollouts, prompts, &completions),
-                                           setup_.micro_batch);
+                                           setup_.passes);
     return scores.defined() ? scores : torch::zeros({0}, torch::kFloat32);
   }
 
@@ -115,10 +115,10 @@ class DisjointScoring : public Scoring {
     RoleModel* actor = models_.get(Role::actor);
     waited_ = actor != nullptr;  // an actor rank's waiting was its own generation
     if (RoleModel* m = models_.get(Role::reference); m && !reference_.empty())
-      serve(reference_, clock, [&](const RolloutBatch& b) { return score_logprobs(*m->model, b, setup_.micro_batch, setup_.view); },
+      serve(reference_, clock, [&](const RolloutBatch& b) { return score_logprobs(*m->model, b, setup_.passes, setup_.view); },
             setup_.pad_id);
     if (RoleModel* m = models_.get(Role::reward); m && !reward_.empty())
-      serve(reward_, clock, [&](const RolloutBatch& b) { return score_sequences(*m->model, b, setup_.micro_batch); },
+      serve(reward_, clock, [&](const RolloutBatch& b) { return score_sequences(*m->model, b, setup_.passes); },
             setup_.reward_pad_id);
     if (RoleModel* m = models_.get(Role::critic); m && !critic_.empty())
       serve_critic(it, clock, *m);
@@ -143,7 +143,7 @@ class DisjointScoring : public Scoring {
     if (!reward) return {};
     const std::vector<RolloutBatch> pieces = as_rollouts(eval_->forward({}));
     torch::Tensor scores = score_sequences(*reward->model, concat_rollouts(pieces, setup_.reward_pad_id, setup_.max_width),
-                                           setup_.micro_batch);
+                                           setup_.passes);
     if (!scores.defined()) scores = torch::zeros({0}, torch::kFloat32);
     std::vector<Batch> results;
     for (auto& part : split_by_pieces(scores, pieces)) results.push_back({part});
@@ -208,7 +208,7 @@ class DisjointScoring : public Scoring {
   // The critic keeps what it valued: its update trains on these rows.
   void serve_critic(Iteration& it, PhaseClock& clock, RoleModel& critic) {
     auto [pieces, parts] = serve(
-        critic_, clock, [&](const RolloutBatch& b) { return score_values(*critic.model, b, setup_.micro_batch); },
+        critic_, clock, [&](const RolloutBatch& b) { return score_values(*critic.model, b, setup_.passes); },
         setup_.pad_id);
     critic_pieces_ = pieces;
     const int64_t actions = concat_actions(pieces, setup_.max_width);

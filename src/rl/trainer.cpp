@@ -278,7 +278,7 @@ void Trainer::make_phases() {
   parking_ = std::make_unique<ModelParking>(models_, colocated() && park_idle_);
   ScoringSetup setup;
   setup.chunks = layout.chunks;
-  setup.micro_batch = score_passes_;
+  setup.passes = score_passes_;
   setup.pad_id = sampling_.pad_id;
   setup.max_width = max_rollout_width(cfg_.rollout);
   setup.view = sampling_view();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quartet/core/config.hpp"
@@ -145,26 +146,30 @@ TEST_P(StepAggregation, SameStepWhateverTheMicroBatchesAndRanks) {
       << mode << ", packed, over " << n << " ranks";
 }
 
-// The critic's update over packed rows (train.micro_batch_tokens, one micro-batch) takes the
-// padded one's step: the same loss and gradient norm.
-TEST(PackedCritic, TakesThePaddedStep) {
-  auto self = make_mpi_collectives("packed_critic_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
+// One critic step over all_rows() with random old values and returns, the deck's [algorithm]
+// epochs = 1 and minibatch = 16 plus `sets`: its gradient norm and reported value loss.
+std::pair<double, double> critic_step(const std::vector<std::string>& sets) {
+  auto self = make_mpi_collectives("critic_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
   const PolicyTargets tg = all_rows();
   auto gen = at::detail::createCPUGenerator(5);
   const auto old_values = torch::randn({kRows, kActions}, gen), returns = torch::randn({kRows, kActions}, gen);
-  auto step_of = [&](int tokens) {
-    const Config c = load_config(Deck("value.deck", "[algorithm]\nepochs = 1\nminibatch = 16\n",
-                                      {"train.micro_batch=16", "train.micro_batch_tokens=" + std::to_string(tokens)},
-                                      deck_schema()));
-    RoleModel critic;
-    critic.model = std::make_unique<ShardedModel>(tiny_llama(), Head::token_value, *self, ShardOptions{},
-                                                  source_random(tiny_llama(), 6, torch::kCPU));
-    AdamWOptions ao;
-    ao.max_grad_norm = 0;
-    critic.optimizer = std::make_unique<ShardedAdamW>(*critic.model, ao);
-    int64_t step = 0;
-    const UpdateStats s = update_critic(critic, tg.batch, old_values, returns, c, &step, 1, 3);
-    return std::make_pair(s.grad_norm, s.loss);
+  const Config c = load_config(Deck("value.deck", "[algorithm]\nepochs = 1\nminibatch = 16\n", sets, deck_schema()));
+  RoleModel critic;
+  critic.model = std::make_unique<ShardedModel>(tiny_llama(), Head::token_value, *self, ShardOptions{},
+                                                source_random(tiny_llama(), 6, torch::kCPU));
+  AdamWOptions ao;
+  ao.max_grad_norm = 0;
+  critic.optimizer = std::make_unique<ShardedAdamW>(*critic.model, ao);
+  int64_t step = 0;
+  const UpdateStats s = update_critic(critic, tg.batch, old_values, returns, c, &step, 1, 3);
+  return {s.grad_norm, s.loss};
+}
+
+// The critic's update over packed rows (train.micro_batch_tokens, one micro-batch) takes the
+// padded one's step: the same loss and gradient norm.
+TEST(PackedCritic, TakesThePaddedStep) {
+  auto step_of = [](int tokens) {
+    return critic_step({"train.micro_batch=16", "train.micro_batch_tokens=" + std::to_string(tokens)});
   };
   const auto padded = step_of(0), packed = step_of(1000);
   ASSERT_GT(padded.first, 0.0);
@@ -174,23 +179,7 @@ TEST(PackedCritic, TakesThePaddedStep) {
 
 // value_coef multiplies the critic's loss, so its gradient: by 0.5, exactly (a power of two).
 TEST(ValueCoef, ScalesTheCriticsGradient) {
-  auto self = make_mpi_collectives("value_coef_self", {test::world().rank()}, MPI_COMM_SELF, nullptr);
-  const PolicyTargets tg = all_rows();
-  auto gen = at::detail::createCPUGenerator(5);
-  const auto old_values = torch::randn({kRows, kActions}, gen), returns = torch::randn({kRows, kActions}, gen);
-  auto norm = [&](double coef) {
-    const Config c = load_config(Deck("value.deck", "[algorithm]\nepochs = 1\nminibatch = 16\n",
-                                      {"algorithm.value_coef=" + std::to_string(coef)}, deck_schema()));
-    RoleModel critic;
-    critic.model = std::make_unique<ShardedModel>(tiny_llama(), Head::token_value, *self, ShardOptions{},
-                                                  source_random(tiny_llama(), 6, torch::kCPU));
-    AdamWOptions ao;
-    ao.max_grad_norm = 0;
-    critic.optimizer = std::make_unique<ShardedAdamW>(*critic.model, ao);
-    int64_t step = 0;
-    const UpdateStats s = update_critic(critic, tg.batch, old_values, returns, c, &step, 1, 3);
-    return std::make_pair(s.grad_norm, s.loss);
-  };
+  auto norm = [](double coef) { return critic_step({"algorithm.value_coef=" + std::to_string(coef)}); };
   const auto one = norm(1.0), half = norm(0.5);
   ASSERT_GT(one.first, 0.0);
   EXPECT_EQ(half.first, 0.5 * one.first);

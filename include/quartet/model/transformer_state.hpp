@@ -24,6 +24,10 @@ struct TransformerImpl::Impl {
 
   // inv_freq on `dev`, copied there when the last pass ran elsewhere.
   const torch::Tensor& inv_freq_on(torch::Device dev);
+  // The token embeddings of ids at positions pos [B, T]: GPT-2's learned positions added, else
+  // step's rotary tables set (dynamic scaling from a pass of `length` tokens).
+  torch::Tensor embed_at(layers::Step& step, const torch::Tensor& ids, const torch::Tensor& pos, int64_t length,
+                         const ModelConfig& c);
   // The blocks in order on x: through the runner when one is installed, else checkpointed
   // (recompute) or directly.
   torch::Tensor run_blocks(const layers::Step& step, torch::Tensor x, int64_t num_layers, bool recompute);

@@ -33,7 +33,7 @@ using RewardInput = std::function<RolloutBatch(const RolloutBatch& rollouts, con
 
 struct ScoringSetup {
   int chunks = 1;                  // generation chunks per iteration
-  ScorePasses micro_batch = 1;     // the rows of each scoring forward pass (rows, or packed tokens)
+  ScorePasses passes = 1;          // how scoring forward passes take their rows (rows, or packed tokens)
   int64_t pad_id = 0;
   int64_t max_width = 0;           // the widest rollout (rl/experience.hpp's width buckets)
   SamplingView view;               // what the log-probs are taken over
