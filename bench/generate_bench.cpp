@@ -3,11 +3,14 @@
 // runs), with and without CUDA graphs.
 //   build/bench/generate_bench [--config inputs/models/llama-886m/config.json] [--batch 64]
 //        [--prompt 128] [--prompt-min N] [--samples K] [--stops 400] [--new 128] [--reps 3]
-//        [--dtype bf16] [--profile 0|1] [--set kernels.KEY=VALUE ...]
+//        [--dtype bf16] [--profile 0|1] [--decode-rows R] [--kv-block 16] [--set kernels.KEY=VALUE ...]
 // --prompt-min: prompt lengths uniform in [N, --prompt] (left-padded; default: all --prompt);
 // --samples: each prompt K times side by side, sharing its forward pass (GRPO's groups);
-// --stops: the stop ids of the rows that stop. Workload W's generation (bench/gpu_grpo_w.sh):
-//   --batch 256 --prompt 512 --prompt-min 64 --samples 8 --new 1024 --stops 80
+// --stops: the stop ids of the rows that stop; --decode-rows R: the greedy, stopping and top-p
+// rows again with continuous batching over a paged cache of R rows (blocks of --kv-block slots);
+// --paged-only 1 runs those alone (a batch whose contiguous cache would not fit).
+// Workload W's generation (bench/gpu_grpo_w.sh):
+//   --batch 1024 --prompt 512 --prompt-min 64 --samples 8 --new 1024 --stops 80 --decode-rows 256
 // --profile 1 adds a kernel profile of one greedy generation with graphs and one without; --set
 // switches quartet's kernels as the deck's [kernels] keys do (e.g. --set kernels.decode_fused_qkv=false).
 // Roofline: every decoding step must read every weight once and the keys and values of every
@@ -47,6 +50,8 @@ struct Args {
   std::string config = "inputs/models/llama-886m/config.json";
   int64_t batch = 64, prompt = 128, new_tokens = 128, reps = 3;
   int64_t prompt_min = 0, samples = 1, stops = 400;  // 0: every prompt --prompt tokens
+  int64_t decode_rows = 0, kv_block = 16;            // --decode-rows R: the paged rows too
+  bool paged_only = false;                           // --paged-only 1: no contiguous row
   std::string dtype = "bf16";
   bool profile = false;
   bool attention_only = false;  // --attention-only 1: the attention table alone
@@ -161,6 +166,9 @@ int main(int argc, char** argv) {
     else if (k == "--prompt-min") a.prompt_min = std::stoll(v);
     else if (k == "--samples") a.samples = std::stoll(v);
     else if (k == "--stops") a.stops = std::stoll(v);
+    else if (k == "--decode-rows") a.decode_rows = std::stoll(v);
+    else if (k == "--kv-block") a.kv_block = std::stoll(v);
+    else if (k == "--paged-only") a.paged_only = v == "1";
     else if (k == "--new") a.new_tokens = std::stoll(v);
     else if (k == "--reps") a.reps = std::stoll(v);
     else if (k == "--dtype") a.dtype = v;
@@ -246,13 +254,26 @@ int main(int argc, char** argv) {
   // Rows that stop: 400 ids out of the vocabulary end a sequence, about 1.2% a step with the
   // random model's near-uniform distribution, so rows finish throughout and the batch shrinks.
   for (int64_t i = 0; i < a.stops; ++i) p.stop_ids.push_back(100 + i * (cfg.vocab_size - 200) / a.stops);
+  p.top_p = 1.0;  // plain sampling here; top-p with stops is the next row
   rows.push_back({"sampled, " + std::to_string(a.stops) + " stop ids, graphs", p});
   SamplingParams top_p_stops = p;
   top_p_stops.top_p = 0.95;
   rows.push_back({"top-p .95, " + std::to_string(a.stops) + " stop ids, graphs", top_p_stops});
+  const size_t contiguous_rows = rows.size();
+  if (a.decode_rows > 0)
+    for (size_t i : {size_t{1}, size_t{4}, size_t{5}}) {
+      Row paged = rows[i];
+      paged.params.decode_rows = a.decode_rows;
+      paged.params.kv_block = a.kv_block;
+      paged.name = "paged " + std::to_string(a.decode_rows) + ": " + paged.name.substr(0, paged.name.find(", graphs"));
+      rows.push_back(paged);
+    }
+  if (a.paged_only && a.decode_rows > 0) rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(contiguous_rows));
+  const size_t first_paged = a.paged_only ? 0 : contiguous_rows;
 
   std::printf("\nprompt forward (+1 token): %.1f ms\n\n", prefill_s * 1e3);
   std::printf("| %-34s | total ms | decode ms | ms/step | new tok/s | graphs | shrinks | roofline |   live |\n", "run");
+  // (A paged row's "shrinks" column counts refills: sequences that took a finished one's row.)
   std::printf("|%s|---------:|----------:|--------:|----------:|-------:|--------:|---------:|-------:|\n",
               std::string(36, '-').c_str());
   // One table row; `note` replaces the roofline column.
@@ -274,11 +295,12 @@ int main(int argc, char** argv) {
     const double live_s = (steps * weight_bytes + live_kv) / kHbmBytesPerS;
     const double decode_s = std::max(1e-9, r.seconds - prefill_s);
     char roof[32], live[32];
-    std::snprintf(roof, sizeof roof, "%7.1f%%", 100.0 * floor_s / decode_s);
+    // A paged run reads only the live rows' tokens: its floor is the live one.
+    std::snprintf(roof, sizeof roof, "%7.1f%%", 100.0 * (st.pool_blocks > 0 ? live_s : floor_s) / decode_s);
     std::snprintf(live, sizeof live, "%5.1f%%", 100.0 * live_s / decode_s);
     std::printf("| %-34s | %8.1f | %9.1f | %7.3f | %9.0f | %6lld | %7lld | %8s | %6s |\n", name.c_str(), r.seconds * 1e3,
                 decode_s * 1e3, steps > 0 ? decode_s * 1e3 / steps : 0.0, new_tokens / r.seconds,
-                (long long)st.graphs_captured, (long long)st.compactions, note.empty() ? roof : note.c_str(),
+                (long long)st.graphs_captured, (long long)(st.pool_blocks > 0 ? st.refills : st.compactions), note.empty() ? roof : note.c_str(),
                 note.empty() ? live : "");
   };
   torch::Tensor eager_tokens;
@@ -291,10 +313,18 @@ int main(int argc, char** argv) {
     if (row.name.rfind("greedy, eager", 0) == 0) eager_tokens = r.g.tokens;
     if (row.name.rfind("greedy, CUDA", 0) == 0) equal = torch::equal(eager_tokens, r.g.tokens);
   }
+  if (a.decode_rows > 0 && !a.paged_only) {
+    // bf16 greedy paths part after a near-tie where two kernels sum in different orders.
+    const auto news = [&](const torch::Tensor& t) { return t.slice(1, T); };
+    const auto& paged = row_tokens[first_paged];
+    const int64_t w = std::min(news(paged).size(1), news(row_tokens[1]).size(1));
+    std::printf("paged greedy tokens equal to the contiguous decoder's: %.1f%% of new tokens\n",
+                100.0 * news(paged).narrow(1, 0, w).eq(news(row_tokens[1]).narrow(1, 0, w)).to(torch::kDouble).mean().item<double>());
+  }
   // Greedy and PPO's sampling on ATen operations alone (no quartet kernel), for the kernels'
   // share; the note is the fraction of new tokens that agree with the kernels' run (in bf16 the
   // kernels round differently, so greedy paths may part after a near-tie).
-  if (decode_kernels_enabled() && dev.is_cuda()) {
+  if (decode_kernels_enabled() && dev.is_cuda() && !a.paged_only) {
     for (size_t i : {size_t{1}, size_t{2}}) {
       set_decode_kernels(false);
       Run r = timed(model, ids, mask, rows[i].params, a.reps);
@@ -308,7 +338,7 @@ int main(int argc, char** argv) {
   }
   // Greedy with ATen's attention products where quartet's attention kernel takes this model's
   // decoding steps (kernels.decode_attention's A/B).
-  if (decode_kernels_enabled() && dev.is_cuda() &&
+  if (decode_kernels_enabled() && dev.is_cuda() && !a.paged_only &&
       decode_attention_uses_kernel(dtype, cfg.num_heads / cfg.num_kv_heads, cfg.head_dim)) {
     set_decode_attention(false);
     print_row("greedy, graphs, ATen attention", timed(model, ids, mask, rows[1].params, a.reps), " ");
@@ -316,7 +346,7 @@ int main(int argc, char** argv) {
   }
   // The same greedy run with every parameter in its own buffer: the decoding step then
   // multiplies q, k, v, gate and up one by one (the unfused path), for the fusion's share.
-  {
+  if (!a.paged_only) {
     Transformer loose(cfg, Head::causal_lm, torch::TensorOptions().dtype(dtype).device(dev), false);
     {
       torch::NoGradGuard no_grad;
@@ -334,7 +364,8 @@ int main(int argc, char** argv) {
   std::printf("greedy tokens with CUDA graphs equal those without: %s\n", equal ? "yes" : "NO");
   if (a.profile) {
     for (bool graphs : {true, false}) {
-      SamplingParams q = rows[graphs ? 1 : 0].params;
+      if (a.paged_only && !graphs) continue;
+      SamplingParams q = rows[a.paged_only ? 0 : graphs ? 1 : 0].params;
       KernelProfile prof;
       synchronize_device(dev);
       prof.start();

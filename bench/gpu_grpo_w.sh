@@ -9,8 +9,11 @@
 # ids give lengths spread over the range (mean about 400, about 8% cut at 1,024). The prompts
 # file is prepared (prompt_ids given), random ids. The reward is `format`: 1 for an answer that
 # holds one of 100 given characters (a share of the answers that grows with their length), so
-# GRPO's groups have advantages. CONFIG (the 886M config) changes the model's shape. ITERATIONS (3) iterations;
-# rollout.micro_batch (MICRO_BATCH, 32 prompts) bounds the KV cache: 256 rows x 1,536 slots.
+# GRPO's groups have advantages. CONFIG (the 886M config) changes the model's shape. ITERATIONS (3) iterations.
+# Generation batches continuously over a paged KV cache: DECODE_ROWS (256) rows decode at once
+# over the iteration's 1,024 sequences (one chunk, rollout.micro_batch 128), a finished row taking
+# the next waiting sequence, in blocks of KV_BLOCK (16) slots (the pool: 256 x 1,536 slots);
+# DECODE_ROWS=0 decodes chunks of MICRO_BATCH (32) prompts, 256 rows x 1,536 slots, contiguously.
 # Scoring and training run packed (rollout.score_tokens 24,576, train.micro_batch_tokens 12,288:
 # the tokens of the padded passes of 16 and 8 full-width rows); PACKED=0 runs them padded.
 # Prints the phase table (postprocess/phase_table.py), the answer lengths and the iteration
@@ -63,10 +66,16 @@ args=(--set "run.iterations=$ITER" --set checkpoint.at_end=false --set dist.back
       --set model.actor.dtype=bfloat16 --set model.reference.dtype=bfloat16 --set model.actor.lr=1e-7
       --set algorithm.name=grpo --set algorithm.samples_per_prompt=8 --set algorithm.minibatch=256
       --set algorithm.epochs=1 --set train.micro_batch=8 --set rollout.prompts=runs/w-prompts.jsonl
-      --set rollout.batch=128 --set "rollout.micro_batch=${MICRO_BATCH:-32}" --set rollout.score_micro_batch=16
+      --set rollout.batch=128 --set rollout.score_micro_batch=16
       --set rollout.max_prompt_tokens=512 --set rollout.max_new_tokens=1024 --set "rollout.top_p=${TOP_P:-1}"
       --set "rollout.stop=$(cat runs/w-stops.txt)" --set reward.terms=format --set "reward.format_regex=(?s).*[$(cat runs/w-reward.txt)].*"
       --set output.rollouts_every=1)
+if [ "${DECODE_ROWS:-256}" != 0 ]; then
+  args+=(--set "rollout.micro_batch=${MICRO_BATCH:-128}" --set "rollout.decode_rows=${DECODE_ROWS:-256}"
+         --set "rollout.kv_block=${KV_BLOCK:-16}")
+else
+  args+=(--set "rollout.micro_batch=${MICRO_BATCH:-32}")
+fi
 [ "${PACKED:-1}" = 1 ] && args+=(--set rollout.score_tokens=24576 --set train.micro_batch_tokens=12288)
 for kv in ${SET:-}; do args+=(--set "$kv"); done
 name=w${TAG:+-$TAG}

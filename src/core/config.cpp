@@ -216,6 +216,9 @@ void add_rollout_keys(po::options_description& d) {
       ("rollout.top_k", po::value<int>()->default_value(ro.top_k), "sample from the k likeliest tokens (count; 0 = off)")
       ("rollout.top_p", po::value<double>()->default_value(ro.top_p), "nucleus sampling mass (0 < p <= 1; 1 = off)")
       ("rollout.stop", po::value<std::string>()->default_value(""), "comma-separated stop tokens (token strings); EOS always stops")
+      ("rollout.decode_rows", po::value<int>()->default_value(ro.decode_rows), "continuous batching over a paged KV cache: at most this many sequences decode at once and rank, a finished sequence's row taking the next waiting one, so that the batch stays full while answer lengths differ (0 = every sequence of a generation chunk at once, over a contiguous cache of max_prompt_tokens + max_new_tokens slots a sequence); not with reuse_prompt_cache")
+      ("rollout.kv_block", po::value<int>()->default_value(ro.kv_block), "paged KV cache (decode_rows > 0): slots per block (count, >= 1)")
+      ("rollout.kv_cache_tokens", po::value<int>()->default_value(ro.kv_cache_tokens), "paged KV cache (decode_rows > 0): the pool's slots, shared by the rows as their sequences grow; when it runs out the youngest rows restart later (0 = decode_rows x (max_prompt_tokens + max_new_tokens), which never runs out; else at least max_prompt_tokens + max_new_tokens)")
       ("rollout.reuse_prompt_cache", po::value<bool>()->default_value(ro.reuse_prompt_cache), "the actor's old log-probs continue from generation's KV cache instead of running the prompt again (faster; equal to the full pass to rounding, which in bf16 leans towards the sampler's: a KL of about 2e-4 a token where actor and reference are equal)");
 }
 
@@ -492,6 +495,23 @@ ModelSectionConfig load_model(const Deck& deck, const std::string& role) {
   return m;
 }
 
+// rollout.decode_rows, kv_block and kv_cache_tokens (after max_prompt_tokens, max_new_tokens and
+// reuse_prompt_cache).
+void load_paged_cache(const Deck& deck, RolloutConfig& r) {
+  r.decode_rows = deck.get<int>("rollout.decode_rows");
+  if (r.decode_rows < 0) deck.fail("rollout.decode_rows", "must be >= 0");
+  r.kv_block = deck.get<int>("rollout.kv_block");
+  if (r.kv_block < 1) deck.fail("rollout.kv_block", "must be at least 1");
+  r.kv_cache_tokens = deck.get<int>("rollout.kv_cache_tokens");
+  const int sequence = r.max_prompt_tokens + r.max_new_tokens;
+  if (r.kv_cache_tokens != 0 && r.kv_cache_tokens < sequence)
+    deck.fail("rollout.kv_cache_tokens", "must be 0 or at least max_prompt_tokens + max_new_tokens (" +
+                                             std::to_string(sequence) + "), the slots of one whole sequence");
+  if (r.decode_rows > 0 && r.reuse_prompt_cache)
+    deck.fail("rollout.decode_rows", "cannot be combined with rollout.reuse_prompt_cache = true: the paged cache is "
+                                     "not handed to the old log-probs' pass");
+}
+
 RolloutConfig load_rollout(const Deck& deck) {
   RolloutConfig r;
   r.prompts = deck.get<std::string>("rollout.prompts");
@@ -512,6 +532,7 @@ RolloutConfig load_rollout(const Deck& deck) {
     if (*value < 0) deck.fail(std::string("rollout.") + key, "must be >= 0");
   }
   r.reuse_prompt_cache = deck.get<bool>("rollout.reuse_prompt_cache");
+  load_paged_cache(deck, r);
   r.min_new_tokens = deck.get<int>("rollout.min_new_tokens");
   if (r.min_new_tokens < 0 || r.min_new_tokens > r.max_new_tokens)
     deck.fail("rollout.min_new_tokens", "must be in 0 .. rollout.max_new_tokens (" + std::to_string(r.max_new_tokens) + ")");

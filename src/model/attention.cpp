@@ -4,13 +4,22 @@
 
 #include <cmath>
 #include <optional>
+#include <tuple>
 #include <vector>
 
+#include "quartet/model/attention_masks.hpp"
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/packed_linear.hpp"
 #include "quartet/model/rotary.hpp"
 
 namespace quartet::layers {
+
+bool paged_attention_in_kernel(const ModelConfig& c, torch::ScalarType dtype, torch::Device dev) {
+  // decode_fused's kernel branch: Llama without q/k norms or biases, rotating whole heads.
+  return c.family == Family::llama && !c.qk_norm && !c.attention_bias && c.rotary_dim == c.head_dim && dev.is_cuda() &&
+         decode_kernels_enabled() && decode_attention_enabled() &&
+         attend_paged_supports(dtype, c.num_heads / c.num_kv_heads, c.head_dim);
+}
 
 namespace {
 
@@ -59,7 +68,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& c, const Build& b) : c_(c) {
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int64_t layer) {
-  if (s.slot.defined()) {
+  if (s.decoding()) {
     auto fused = decode_fused(x, s, layer);
     if (fused.defined()) return fused;
   }
@@ -92,7 +101,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
     q = apply_rotary(q, s.cos, s.sin, interleaved);
     k = apply_rotary(k, s.cos, s.sin, interleaved);
   }
-  if (s.slot.defined()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
+  if (s.decoding()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
   if (s.cu_seqlens.defined()) return project_out(packed_attention(q, k, v, s, layer));
   if (s.cache) {
     auto& ck = s.cache->k[static_cast<size_t>(layer)];
@@ -204,6 +213,16 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
     // One kernel rotates queries and keys, lays the queries out for attend_cached and writes
     // keys and values into the cache: the same bits as the ATen path below, in 1 kernel of 8.
     auto qkv = torch::linear(x, w).view({B, (nh + 2 * nkv) * hd});
+    if (s.paged) {
+      // Rotation, the cache write and the attention through the block table in one kernel.
+      if (paged_attention_in_kernel(c_, qkv.scalar_type(), qkv.device())) {
+        const auto l = static_cast<size_t>(layer);
+        auto out = attend_paged_qkv(qkv, s.cos, s.sin_signed, s.paged->k[l], s.paged->v[l], s.paged->table,
+                                    s.paged->context, s.span, decode_scale(), nh, nkv, sliding_window_of(layer));
+        return project_out(out.view({B, 1, nh * hd}));
+      }
+      return decode_heads(qkv.view({B, nh + 2 * nkv, 1, hd}), s, layer, q_at, k_at, v_at);
+    }
     if (decode_qkv_fused_enabled() && decode_attention_uses_kernel(qkv.scalar_type(), nh / nkv, hd) &&
         attend_decode_qkv_supports(qkv.scalar_type(), nh / nkv, hd)) {
       // That kernel and the attention's in one launch: the same bits (model/decode_kernels.hpp).
@@ -218,7 +237,12 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
     return attend_cached(q.view({B * nkv, nh / nkv, hd}), B, s, layer);
   }
   // T = 1, so [B, heads, 1, hd] is a view of the product [B, 1, heads * hd].
-  auto heads = torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd});
+  return decode_heads(torch::linear(x, w).view({B, nh + 2 * nkv, 1, hd}), s, layer, q_at, k_at, v_at);
+}
+
+torch::Tensor AttentionImpl::decode_heads(const torch::Tensor& heads, const Step& s, int64_t layer, int64_t q_at,
+                                          int64_t k_at, int64_t v_at) {
+  const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads;
   torch::Tensor q, k;
   auto v = heads.narrow(1, v_at, nkv);
   if (s.sin_signed.defined() && k_at == q_at + nh) {
@@ -241,6 +265,7 @@ torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const Step& s,
 
 torch::Tensor AttentionImpl::decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const Step& s, int64_t layer) {
+  if (s.paged) return paged_attention(q, k, v, s, layer);
   const int64_t B = q.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
   auto ck = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B);
   auto cv = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B);
@@ -273,8 +298,44 @@ torch::Tensor AttentionImpl::attend_cached(const torch::Tensor& q, int64_t B, co
                              s.cache->v[static_cast<size_t>(layer)], bias, s.span, scale, 0, s.slot);
     return project_out(out.view({B, 1, nh * hd}));
   }
-  auto keys = s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
-  auto values = s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span);
+  return attend_over(q, s.cache->k[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span),
+                     s.cache->v[static_cast<size_t>(layer)].narrow(0, 0, B).narrow(2, 0, s.span), bias, B);
+}
+
+torch::Tensor AttentionImpl::paged_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const Step& s, int64_t layer) {
+  const int64_t B = q.size(0), nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim, S = s.span;
+  const PagedKV& cache = *s.paged;
+  // The step normally brings the slots and biases (decode_step_paged); a layer that did not take
+  // the kernel the step expected makes its own.
+  torch::Tensor write = s.paged_write, read = s.paged_read;
+  if (!write.defined()) std::tie(write, read) = paged_slots(cache, S);
+  torch::Tensor bias = step_bias(s, layer);
+  if (!bias.defined()) {
+    Step own;
+    own.span = S;
+    set_paged_decode_biases(own, cache.context, c_, q.scalar_type());
+    bias = step_bias(own, layer);
+  }
+  const auto l = static_cast<size_t>(layer);
+  auto pool_k = cache.k[l].view({-1, nkv, hd}), pool_v = cache.v[l].view({-1, nkv, hd});
+  pool_k.index_copy_(0, write, k.reshape({B, nkv, hd}));
+  pool_v.index_copy_(0, write, v.reshape({B, nkv, hd}));
+  // The rows' slots gathered into [B, nkv, span, hd], as the contiguous cache lies.
+  auto gather = [&](const torch::Tensor& pool) {
+    return pool.index_select(0, read.reshape({-1})).view({B, S, nkv, hd}).permute({0, 2, 1, 3});
+  };
+  return attend_over(q.reshape({B * nkv, nh / nkv, hd}), gather(pool_k), gather(pool_v), bias, B);
+}
+
+int64_t AttentionImpl::sliding_window_of(int64_t layer) const {
+  return c_.sliding_layers[static_cast<size_t>(layer)] ? c_.sliding_window : 0;
+}
+
+torch::Tensor AttentionImpl::attend_over(const torch::Tensor& q, torch::Tensor keys, torch::Tensor values,
+                                         const torch::Tensor& bias, int64_t B) {
+  const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
+  const double scale = decode_scale();
   auto qg = q;
   const auto dtype = q.scalar_type();
   // GPT-J attends in float32, as in forward().
@@ -287,7 +348,7 @@ torch::Tensor AttentionImpl::attend_cached(const torch::Tensor& q, int64_t B, co
   // softmax in float32, then probabilities times values. Measured against the fused SDPA
   // kernel (cuDNN's, tiled for 64 query rows where decoding has g): 2.34 against 2.42 ms a
   // step for the 886M benchmark model (docs/tried-and-rejected.md).
-  const int64_t g = nh / nkv, S = s.span;
+  const int64_t g = nh / nkv, S = keys.size(2);
   const auto keys_t = keys.reshape({B * nkv, S, hd}).transpose(1, 2);
   torch::Tensor probs;
   if (decode_kernels_for(qg) && bias.scalar_type() == qg.scalar_type() && bias.is_contiguous()) {

@@ -29,26 +29,55 @@ void set_pass_masks(Step& step, const torch::Tensor& valid, int64_t past, int64_
   }
 }
 
+namespace {
+
+// Bool masks [B, span] as the attention's additive biases [B * kv_heads, g, span].
+torch::Tensor as_bias(const torch::Tensor& mask, const ModelConfig& c, torch::ScalarType dtype) {
+  const int64_t B = mask.size(0), span = mask.size(-1), g = c.num_heads / c.num_kv_heads;
+  const auto bias_dtype = c.family == Family::gptj ? torch::kFloat32 : dtype;
+  return torch::zeros({B, 1, 1, span}, mask.options().dtype(bias_dtype))
+      .masked_fill_(mask.view({B, 1, 1, span}).logical_not(), -std::numeric_limits<float>::infinity())
+      .expand({B, c.num_kv_heads, g, span})
+      .reshape({B * c.num_kv_heads, g, span});
+}
+
+bool any_sliding(const ModelConfig& c) {
+  const auto& sl = c.sliding_layers;
+  return std::find(sl.begin(), sl.end(), true) != sl.end();
+}
+
+}  // namespace
+
 void set_decode_biases(Step& step, const torch::Tensor& key_valid, int64_t B, const ModelConfig& c,
                        torch::ScalarType dtype, torch::Device dev) {
   const int64_t span = step.span;
-  const auto mask = key_valid.narrow(1, 0, span).view({B, 1, 1, span});
-  torch::Tensor sliding_mask;
-  const auto& sl = c.sliding_layers;
-  if (std::find(sl.begin(), sl.end(), true) != sl.end()) {
+  const auto mask = key_valid.narrow(1, 0, span).view({B, span});
+  step.bias = as_bias(mask, c, dtype);
+  if (any_sliding(c)) {
     auto k_slot = torch::arange(span, torch::TensorOptions().dtype(torch::kLong).device(dev));
-    sliding_mask = mask & ((step.slot - k_slot) < c.sliding_window).view({1, 1, 1, span});
+    step.sliding_bias = as_bias(mask & ((step.slot - k_slot) < c.sliding_window).view({1, span}), c, dtype);
   }
-  const int64_t g = c.num_heads / c.num_kv_heads;
-  const auto bias_dtype = c.family == Family::gptj ? torch::kFloat32 : dtype;
-  auto to_bias = [&](const torch::Tensor& m) {
-    return torch::zeros({B, 1, 1, span}, m.options().dtype(bias_dtype))
-        .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity())
-        .expand({B, c.num_kv_heads, g, span})
-        .reshape({B * c.num_kv_heads, g, span});
+}
+
+std::pair<torch::Tensor, torch::Tensor> paged_slots(const PagedKV& cache, int64_t span) {
+  const int64_t bs = cache.block_size;
+  const auto table = cache.table.to(torch::kLong);
+  auto slot_of = [&](const torch::Tensor& s) {  // s [B, n] slots of the rows, within their tables
+    return table.gather(1, torch::div(s, bs, "floor")) * bs + torch::remainder(s, bs);
   };
-  step.bias = to_bias(mask);
-  if (sliding_mask.defined()) step.sliding_bias = to_bias(sliding_mask);
+  const auto& context = cache.context;
+  const auto write = torch::where(context > 0, slot_of((context - 1).clamp_min(0).view({-1, 1})).view({-1}), 0);
+  const auto slots = torch::arange(span, context.options()).view({1, span}).expand({table.size(0), span});
+  return {write, slot_of(slots)};
+}
+
+void set_paged_decode_biases(Step& step, const torch::Tensor& context, const ModelConfig& c, torch::ScalarType dtype) {
+  const int64_t span = step.span;
+  const auto k_slot = torch::arange(span, context.options()).view({1, span});
+  const auto seen = context.clamp_min(1).view({-1, 1});
+  const auto mask = k_slot < seen;
+  step.bias = as_bias(mask, c, dtype);
+  if (any_sliding(c)) step.sliding_bias = as_bias(mask & (k_slot >= seen - c.sliding_window), c, dtype);
 }
 
 }  // namespace quartet::layers

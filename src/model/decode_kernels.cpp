@@ -272,6 +272,59 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
 #endif
 }
 
+bool attend_paged_supports(torch::ScalarType dtype, int64_t g, int64_t hd) {
+  return attend_decode_supports(dtype, g, hd);
+}
+
+torch::Tensor attend_paged_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
+                               const torch::Tensor& k_pool, const torch::Tensor& v_pool, const torch::Tensor& table,
+                               const torch::Tensor& context, int64_t span, double scale, int64_t nh, int64_t nkv,
+                               int64_t window, int max_splits) {
+#ifdef QUARTET_WITH_DEVICE_KERNELS
+  QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_paged_qkv: heads must be a multiple of the KV heads");
+  const int64_t g = nh / nkv, hd = k_pool.dim() == 4 ? k_pool.size(3) : 0;
+  QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_paged_supports(qkv.scalar_type(), g, hd),
+                "attend_paged_qkv: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
+  const int64_t B = qkv.size(0);
+  QUARTET_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd && qkv.is_contiguous(),
+                "attend_paged_qkv: qkv must be contiguous [B, (nh + 2 nkv) hd]");
+  for (const auto* t : {&cos, &sin_signed})
+    QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
+                      t->is_contiguous() && t->numel() == B * hd,
+                  "attend_paged_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
+  for (const auto* p : {&k_pool, &v_pool})
+    QUARTET_CHECK(p->device() == qkv.device() && p->scalar_type() == qkv.scalar_type() && p->is_contiguous() &&
+                      p->dim() == 4 && p->size(2) == nkv && p->sizes() == k_pool.sizes(),
+                  "attend_paged_qkv: the pools must be contiguous [blocks, block_size, nkv, hd] like qkv");
+  QUARTET_CHECK(table.device() == qkv.device() && table.scalar_type() == torch::kInt && table.dim() == 2 &&
+                    table.size(0) == B && table.stride(1) == 1,
+                "attend_paged_qkv: the block table must be int32 [B, blocks] on qkv's device");
+  QUARTET_CHECK(context.device() == qkv.device() && context.scalar_type() == torch::kLong && context.numel() == B &&
+                    context.is_contiguous(),
+                "attend_paged_qkv: context must be int64 [B] on qkv's device");
+  QUARTET_CHECK(span >= 1 && span <= table.size(1) * k_pool.size(1) && window >= 0,
+                "attend_paged_qkv: span must be within a row's blocks, the window not negative");
+  QUARTET_CHECK(aligned_for_attention(qkv, k_pool, v_pool), "attend_paged_qkv: qkv and the pools must start on 16-byte boundaries");
+  auto out = torch::empty({B, nh, hd}, qkv.options());
+  if (B == 0) return out;
+  const auto partial = split_partials(qkv, B, nkv, g, span, max_splits);
+  const c10::cuda::CUDAGuard guard(qkv.device());
+  const cudaError_t err = kernels::launch_attend_paged_qkv(
+      qkv.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), k_pool.data_ptr(), v_pool.data_ptr(),
+      table.data_ptr<int32_t>(), table.stride(0), static_cast<int>(k_pool.size(1)), context.data_ptr<int64_t>(),
+      static_cast<int>(window), out.data_ptr(), partial.defined() ? partial.data_ptr<float>() : nullptr,
+      static_cast<int>(B), static_cast<int>(nh), static_cast<int>(nkv), static_cast<int>(span),
+      static_cast<float>(scale), max_splits, c10::cuda::getCurrentCUDAStream(qkv.device().index()).stream());
+  check_launch("attend_paged_qkv", err, cudaGetErrorString(err));
+  return out;
+#else
+  (void)qkv, (void)cos, (void)sin_signed, (void)k_pool, (void)v_pool, (void)table, (void)context, (void)span,
+      (void)scale, (void)nh, (void)nkv, (void)window, (void)max_splits;
+  QUARTET_CHECK(false, std::string("attend_paged_qkv: ") + kNoKernels);
+  return {};
+#endif
+}
+
 torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature) {
 #ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,

@@ -8,63 +8,20 @@
 #include <chrono>
 #include <deque>
 #include <limits>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
 
 #ifdef QUARTET_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/decode_kernels.hpp"
+#include "quartet/model/generation_parts.hpp"
+#include "quartet/model/paged_generation.hpp"
 
 namespace quartet {
 
 namespace {
-
-// The next token of every row from logits [B, V], with HF's warpers in HF's order:
-// temperature, then top-k, then top-p; then a draw from the remaining distribution.
-torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator& gen) {
-  // torch.argmax returns the first maximum, i.e. the lowest id on ties.
-  if (p.vocab_limit > 0 && p.vocab_limit < logits.size(-1))
-    logits = logits.narrow(-1, 0, p.vocab_limit);  // ids past the tokenizer's are never picked
-  if (p.temperature == 0.0) return logits.argmax(-1);
-  if (p.top_k <= 0 && p.top_p >= 1.0 && logits.is_cuda() && decode_kernels_enabled() &&
-      (logits.scalar_type() == torch::kFloat32 || logits.scalar_type() == torch::kBFloat16) && logits.dim() == 2 &&
-      logits.stride(1) == 1) {
-    // Plain sampling (PPO's): the race below in one kernel, on the same Exp(1) draws.
-    auto race = torch::empty(logits.sizes(), logits.options().dtype(torch::kFloat32)).exponential_(1.0, gen);
-    return sample_race(logits, race, p.temperature);
-  }
-  logits = logits.to(torch::kFloat32);
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  if (p.temperature != 1.0) logits = logits / p.temperature;
-  if (p.top_k > 0 && p.top_k < logits.size(-1)) {
-    // TopKLogitsWarper: drop everything below the k-th largest (ties with it stay).
-    auto kth = std::get<0>(logits.topk(p.top_k, -1)).narrow(-1, p.top_k - 1, 1);
-    logits = logits.masked_fill(logits < kth, neg_inf);
-  }
-  if (p.top_p < 1.0) {
-    // TopPLogitsWarper: sort ascending, drop the tokens whose cumulative probability stays at
-    // or below 1 - top_p; the most likely token always survives.
-    auto [sorted, order] = logits.sort(-1, false);
-    auto cumulative = sorted.softmax(-1).cumsum(-1);
-    auto remove_sorted = cumulative <= (1.0 - p.top_p);
-    remove_sorted.narrow(-1, remove_sorted.size(-1) - 1, 1).fill_(false);
-    auto remove = remove_sorted.scatter(-1, order, remove_sorted);
-    logits = logits.masked_fill(remove, neg_inf);
-  }
-  // The exponential race: argmax_i p_i / E_i with E_i ~ Exp(1) is token i with probability
-  // p_i. Unlike multinomial it needs no host-side bookkeeping, so it can sit in a CUDA graph.
-  auto probs = logits.softmax(-1);
-  auto race = torch::empty_like(probs).exponential_(1.0, gen);
-  return probs.div_(race).argmax(-1);
-}
 
 int64_t next_power_of_two(int64_t n) {
   int64_t b = 1;
@@ -167,103 +124,6 @@ void compact(DecodeState& st, int64_t rows, bool every_row) {
   st.rows = rows;
 }
 
-#ifdef QUARTET_WITH_CUDA
-// The side stream generation runs on: one per device for the whole run. The caching allocator
-// keeps freed blocks per stream, so a stream from the pool's rotation would find none of the
-// last generation's blocks (cache, activations) and ask the driver for new memory each time.
-c10::cuda::CUDAStream generation_stream(c10::DeviceIndex device) {
-  static std::mutex mutex;
-  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = streams.find(device);
-  if (it == streams.end()) it = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
-  return it->second;
-}
-
-// Decoding steps as CUDA graph replays, one graph per (rows, span), captured on first use
-// after one eager step (which initialises cuBLAS workspaces and the like outside capture).
-class GraphCache {
- public:
-  // Runs one step; returns true when it was a replay.
-  bool run(Transformer& model, DecodeState& st, int64_t span, const SamplingParams& p, at::Generator& gen,
-           GenerationStats& stats) {
-    const auto key = std::make_pair(st.rows, span);
-    auto it = graphs_.find(key);
-    if (it != graphs_.end()) {
-      it->second->replay();
-      return true;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    decode_body(model, st, span, p, gen, -1);  // the warm-up is a real step
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
-    graph->register_generator_state(gen);
-    // Capture records without running, so the state is not advanced by it. Thread-local mode:
-    // the watchdog and NCCL threads may keep querying their events meanwhile.
-    graph->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
-    decode_body(model, st, span, p, gen, -1);
-    graph->capture_end();
-    if (graphs_.empty()) pool_ = graph->pool();  // later graphs share the first one's memory pool
-    graphs_.emplace(key, std::move(graph));
-    stats.graphs_captured += 1;
-    stats.capture_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return false;
-  }
-
- private:
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<at::cuda::CUDAGraph>> graphs_;
-  at::cuda::MempoolId_t pool_{0, 0};
-};
-#endif
-
-// How decoding steps run: as CUDA graph replays where they can (GraphCache), else eagerly.
-struct Stepper {
-  bool use_graphs = false;
-#ifdef QUARTET_WITH_CUDA
-  GraphCache graphs;
-#endif
-
-  // One step; returns true when it was a replay. host_length: the sequence length after it.
-  bool run(Transformer& model, DecodeState& st, int64_t span, const SamplingParams& p, at::Generator& gen,
-           GenerationStats& stats, int64_t host_length) {
-    bool replayed = false;
-    if (use_graphs) {
-#ifdef QUARTET_WITH_CUDA
-      replayed = graphs.run(model, st, span, p, gen, stats);
-#endif
-    } else {
-      decode_body(model, st, span, p, gen, host_length);
-    }
-    return replayed;
-  }
-};
-
-void check_sampling(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
-                    const SamplingParams& params) {
-  QUARTET_CHECK(model->head() == Head::causal_lm, "generate: the model needs the causal_lm head");
-  QUARTET_CHECK(prompt.dim() == 2 && prompt_mask.sizes() == prompt.sizes(),
-                "generate: prompt and prompt_mask must both be [batch, tokens]");
-  QUARTET_CHECK(params.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
-  QUARTET_CHECK(params.min_new_tokens >= 0 && params.min_new_tokens <= params.max_new_tokens,
-                "generate: min_new_tokens must be in [0, max_new_tokens]");
-  QUARTET_CHECK(params.temperature >= 0.0, "generate: temperature must not be negative");
-  QUARTET_CHECK(params.top_k >= 0, "generate: top_k must not be negative");
-  QUARTET_CHECK(params.top_p > 0.0 && params.top_p <= 1.0, "generate: top_p must be in (0, 1]");
-  QUARTET_CHECK(params.check_every > 0 && params.span_bucket > 0,
-                "generate: check_every and span_bucket must be positive");
-  QUARTET_CHECK(params.check_lag >= 0, "generate: check_lag must not be negative");
-}
-
-// A generator of the prompt's device, seeded here, so that runs repeat without touching
-// the global RNG state.
-at::Generator seeded_generator(torch::Device dev, uint64_t seed) {
-  at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(seed);
-  }
-  return gen;
-}
-
 // The decoder's state for a batch of B left-padded prompts of T tokens (mask [B, T]) and N new
 // tokens, L = T + N slots; its int64 tensors made with long_opts.
 DecodeState make_decode_state(Transformer& model, const torch::Tensor& mask, int64_t B, int64_t T, int64_t N,
@@ -283,15 +143,7 @@ DecodeState make_decode_state(Transformer& model, const torch::Tensor& mask, int
   st.slot = torch::full({1}, T, long_opts);
   st.step = torch::zeros({1}, long_opts);
   st.stop_ids = torch::tensor(params.stop_ids.empty() ? std::vector<int64_t>{-1} : params.stop_ids, long_opts);
-  if (params.min_new_tokens > 0) {
-    // Each id once (index_add_ would add a repeated id's -inf twice, harmlessly, but it is one
-    // atomic more), and only ids the logits have.
-    std::vector<int64_t> banned;
-    const int64_t V = model->config().vocab_size;
-    for (int64_t id : params.stop_ids)
-      if (id >= 0 && id < V && std::find(banned.begin(), banned.end(), id) == banned.end()) banned.push_back(id);
-    if (!banned.empty()) st.banned_ids = torch::tensor(banned, long_opts);
-  }
+  st.banned_ids = banned_stop_ids(params, model->config().vocab_size, long_opts);
   return st;
 }
 
@@ -348,7 +200,7 @@ bool act_on_check(Check c, DecodeState& st, const SamplingParams& params, Output
 
 // Decoding steps 1 .. N-1 (the prompt's pass gave the first token), with the host's checks.
 void decode_steps(Transformer& model, DecodeState& st, const SamplingParams& params, at::Generator& gen,
-                  Stepper& stepper, int64_t T, int64_t N, int64_t L, Outputs& out, GenerationStats& stats,
+                  StepGraphs& graphs, int64_t T, int64_t N, int64_t L, Outputs& out, GenerationStats& stats,
                   torch::Device dev) {
   const bool stops = !params.stop_ids.empty();
   std::deque<Check> checks;
@@ -362,7 +214,8 @@ void decode_steps(Transformer& model, DecodeState& st, const SamplingParams& par
     }
     const int64_t slot = T + k - 1;  // where this step's token goes
     const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
-    const bool replayed = stepper.run(model, st, span, params, gen, stats, slot + 1);
+    const bool replayed = graphs.run(
+        {st.rows, span}, [&] { decode_body(model, st, span, params, gen, slot + 1); }, gen, stats);
     stats.steps += 1;
     stats.graph_replays += replayed;
     stats.row_steps += st.rows;
@@ -415,20 +268,21 @@ SamplingParams sampling_params(const RolloutConfig& rollout) {
   sp.top_p = rollout.top_p;
   sp.max_new_tokens = rollout.max_new_tokens;
   sp.min_new_tokens = rollout.min_new_tokens;
+  sp.decode_rows = rollout.decode_rows;
+  sp.kv_block = rollout.kv_block;
+  sp.kv_cache_tokens = rollout.kv_cache_tokens;
   return sp;
 }
 
 Generation generate(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
                     const SamplingParams& params) {
   check_sampling(model, prompt, prompt_mask, params);
+  if (params.decode_rows > 0 && prompt.size(0) > 0 && params.max_new_tokens > 0)
+    return generate_paged(model, prompt, prompt_mask, params);
   torch::NoGradGuard no_grad;
 
   const auto dev = prompt.device();
   const int64_t B = prompt.size(0), T = prompt.size(1), N = params.max_new_tokens, L = T + N;
-  QUARTET_CHECK(L <= model->config().position_limit(),
-                "generate: a " + std::to_string(T) + "-token prompt and " + std::to_string(N) +
-                    " new tokens need " + std::to_string(L) + " positions, but the model has " +
-                    std::to_string(model->config().position_limit()) + " (n_positions)");
   auto tokens = prompt.to(torch::kLong);
   auto mask = prompt_mask.to(dev).to(torch::kLong);
   Generation g;
@@ -439,24 +293,8 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
     return g;
   }
 
-#ifdef QUARTET_WITH_CUDA
-  // Everything runs on a side stream: graphs cannot be captured on the default stream, and
-  // the eager warm-up of a graph should run on the stream it is captured on.
-  std::optional<c10::cuda::CUDAStreamGuard> on_side;
-  const bool use_graphs = params.cuda_graphs && dev.is_cuda() && !model->decode_needs_host_length(L);
-  if (dev.is_cuda()) {
-    auto caller = c10::cuda::getCurrentCUDAStream(dev.index());
-    auto side = generation_stream(dev.index());
-    at::cuda::CUDAEvent ready;
-    ready.record(caller);
-    ready.block(side);
-    on_side.emplace(side);
-  }
-#else
-  const bool use_graphs = false;
-#endif
-  Stepper stepper;
-  stepper.use_graphs = use_graphs;
+  SideStream side(dev);
+  StepGraphs graphs(params.cuda_graphs && dev.is_cuda() && !model->decode_needs_host_length(L));
 
   at::Generator gen = seeded_generator(dev, params.seed);
   const auto long_opts = tokens.options();
@@ -467,7 +305,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   // The prompt in one pass (slots [0, T)), then its first token.
   advance(st, prompt_logits(model, tokens, mask, st.cache, params.prompt_group), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
-  decode_steps(model, st, params, gen, stepper, T, N, L, out, stats, dev);
+  decode_steps(model, st, params, gen, graphs, T, N, L, out, stats, dev);
   flush(st, out.tokens, out.mask, out.lengths);
   st.cache.length = L;
   if (params.keep_cache) hand_back_cache(st, stats, T, g);
@@ -479,20 +317,10 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   g.tokens = torch::cat({tokens, out.tokens.narrow(1, 0, width)}, 1);
   g.attention_mask = torch::cat({mask, out.mask.narrow(1, 0, width)}, 1);
   g.new_lengths = out.lengths;
-#ifdef QUARTET_WITH_CUDA
-  if (on_side) {
-    // The caller's stream waits for the side stream's work before it uses the results.
-    auto side = c10::cuda::getCurrentCUDAStream(dev.index());
-    on_side.reset();
-    // The cache was made on the side stream and is read next on the caller's: the allocator
-    // must not give its memory to the side stream again before those reads are done.
-    for (auto* layers : {&g.cache.k, &g.cache.v})
-      for (auto& t : *layers) t.record_stream(c10::cuda::getCurrentCUDAStream(dev.index()));
-    at::cuda::CUDAEvent finished;
-    finished.record(side);
-    finished.block(c10::cuda::getCurrentCUDAStream(dev.index()));
-  }
-#endif
+  // The cache was made on the side stream and is read next on the caller's.
+  std::vector<torch::Tensor> handed_back(g.cache.k.begin(), g.cache.k.end());
+  handed_back.insert(handed_back.end(), g.cache.v.begin(), g.cache.v.end());
+  side.finish(handed_back);
   return g;
 }
 

@@ -111,6 +111,24 @@ KVCache TransformerImpl::make_cache(int64_t batch, int64_t max_len) const {
   return cache;
 }
 
+PagedKV TransformerImpl::make_paged_cache(int64_t rows, int64_t max_blocks, int64_t blocks, int64_t block_size) const {
+  QUARTET_CHECK(rows > 0 && max_blocks > 0 && blocks >= 2 && block_size > 0,
+                "make_paged_cache: rows, blocks per row and block size must be positive, the pool at least 2 blocks");
+  auto w = impl_->base->embed->weight;
+  PagedKV cache;
+  cache.block_size = block_size;
+  // One allocation for every layer, as make_cache; zeroed, so that no slot holds NaN.
+  auto all = torch::zeros({2, config_.num_layers, blocks, block_size, config_.num_kv_heads, config_.head_dim},
+                          w.options());
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    cache.k.push_back(all[0][i]);
+    cache.v.push_back(all[1][i]);
+  }
+  cache.table = torch::zeros({rows, max_blocks}, w.options().dtype(torch::kInt));
+  cache.context = torch::zeros({rows}, w.options().dtype(torch::kLong));
+  return cache;
+}
+
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                        KVCache* cache) {
   return head_output(hidden_states(input_ids, attention_mask, cache), attention_mask);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quartet/model/paged_cache.hpp"
 #include "quartet/shard/flat_layout.hpp"
 
 namespace quartet {
@@ -235,17 +236,25 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   const double T = static_cast<double>(s.T);
   std::vector<MemoryTerm> t;
   t.push_back({"full model (hybrid engine)", r, u64(static_cast<double>(m.layout.padded_sum) * b), Where::device});
-  t.push_back({"kv cache", r,
-               u64(2.0 * static_cast<double>(c.num_layers) * rb * static_cast<double>(c.num_kv_heads * c.head_dim) * T * b),
-               Where::device});
+  // Paged decoding (rollout.decode_rows): decode_rows rows over a pool of blocks (and the
+  // rows' prompt pass, a wave of prompts, at most as wide as the chunk's); else every row's T slots.
+  const auto& ro = cfg.rollout;
+  const double kv_token = 2.0 * static_cast<double>(c.num_layers) * static_cast<double>(c.num_kv_heads * c.head_dim) * b;
+  const double decode_rows = ro.decode_rows > 0 ? std::min(rb, static_cast<double>(ro.decode_rows)) : rb;
+  const double kv_slots =
+      ro.decode_rows > 0
+          ? static_cast<double>(paged_pool_blocks(static_cast<int64_t>(decode_rows), s.prompt, s.T - s.prompt,
+                                                  ro.kv_block, ro.kv_cache_tokens) * ro.kv_block)
+          : rb * T;
+  t.push_back({"kv cache", r, u64(kv_token * kv_slots), Where::device});
   // rollout.reuse_prompt_cache: the old log-probs' pass continues from the cache in this phase
   // (rl/experience.hpp score_logprobs_on_cache), with the new tokens' activations and logits,
   // where larger than the prompt's forward and a decoding step's.
   const double P = static_cast<double>(s.prompt), A = T - P, V = static_cast<double>(c.vocab_size);
   const bool on_cache = cfg.rollout.reuse_prompt_cache;
   // The prompt's pass runs once per prompt, its rows shared by the prompt's samples.
-  const double prompts = rb / static_cast<double>(std::max(1, cfg.algorithm.samples_per_prompt));
-  const double activations = no_grad_block(m, prompts, P, P), logits = rb * V * 4;
+  const double prompts = decode_rows / static_cast<double>(std::max(1, cfg.algorithm.samples_per_prompt));
+  const double activations = no_grad_block(m, std::max(1.0, prompts), P, P), logits = decode_rows * V * 4;
   t.push_back({"activations", r, u64(on_cache ? std::max(activations, no_grad_block(m, sb, A, T)) : activations),
                Where::device});
   t.push_back({"logits", r,

@@ -48,3 +48,23 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "generations with stop tokens and min_new_tokens differ from Hugging Face")
 endif()
+# The same with continuous batching over a paged cache: one row in flight (the batch's other
+# prompt waits for it) and blocks of three slots (prompts split across blocks), min_new_tokens kept
+# row by row.
+file(REMOVE_RECURSE ${DIR}/out_paged)
+execute_process(
+  COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
+          --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
+          --set run.out=${DIR}/out_paged --set rollout.stop=9,1 --set rollout.min_new_tokens=6
+          --set rollout.decode_rows=1 --set rollout.kv_block=3
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "quartet generate (paged) exited with ${rc}")
+endif()
+execute_process(
+  COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected_min.jsonl
+          ${DIR}/out_paged/generations.jsonl
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "paged generations with stop tokens and min_new_tokens differ from Hugging Face")
+endif()

@@ -132,6 +132,13 @@ TEST(DeckErrors, OutOfRangeAndEnumValues) {
   EXPECT_EQ(error_of("[rollout]\nmax_new_tokens = 8\nmin_new_tokens = 9\n"),
             "test.deck:3: rollout.min_new_tokens must be in 0 .. rollout.max_new_tokens (8)");
   EXPECT_EQ(error_of("[rollout]\nscore_micro_batch = -1\n"), "test.deck:2: rollout.score_micro_batch must be >= 0");
+  EXPECT_EQ(error_of("[rollout]\nkv_block = 0\n"), "test.deck:2: rollout.kv_block must be at least 1");
+  EXPECT_EQ(error_of("[rollout]\nmax_prompt_tokens = 8\nmax_new_tokens = 8\nkv_cache_tokens = 15\n"),
+            "test.deck:4: rollout.kv_cache_tokens must be 0 or at least max_prompt_tokens + max_new_tokens (16), the "
+            "slots of one whole sequence");
+  EXPECT_EQ(error_of("[rollout]\ndecode_rows = 4\nreuse_prompt_cache = true\n"),
+            "test.deck:2: rollout.decode_rows cannot be combined with rollout.reuse_prompt_cache = true: the paged "
+            "cache is not handed to the old log-probs' pass");
   EXPECT_EQ(error_of("[dist]\nwatchdog_timeout = 0\n"),
             "test.deck:2: dist.watchdog_timeout must be > 0 seconds");
   EXPECT_EQ(error_of("[dist]\nbackend = nccl\ndevice = cpu\n"),

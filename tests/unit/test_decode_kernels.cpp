@@ -229,6 +229,103 @@ TEST_P(DecodeKernels, AttendDecodeQkvSameBitsAsTheTwoKernels) {
   }
 }
 
+// The paged form (attend_paged_qkv: each row's slots through its block table, its context in
+// the place of a mask) against the contiguous kernel on the same keys and values, each row's
+// step key and value written at its own slot (context - 1) first and the slots from its context
+// on masked: the same output and the same written slots to the bit, for every group size, with
+// blocks of 16 and of 5 slots (a block's slots cross splits), an idle row (context 0: nothing
+// written, zeros out) and 1, 3 or the GPU's splits. With a sliding window the paged kernel
+// starts each row at the window's first slot (another order of summation): within bf16 rounding
+// of the float64 attention.
+TEST_P(DecodeKernels, AttendPagedQkvSameBitsAsContiguous) {
+  if (dtype() != torch::kBFloat16) {
+    EXPECT_FALSE(quartet::attend_paged_supports(dtype(), 2, 128));
+    return;
+  }
+  auto opts = torch::TensorOptions().dtype(dtype()).device(kCuda);
+  const auto long_opts = torch::TensorOptions().dtype(torch::kLong).device(kCuda);
+  const int64_t B = 5, nkv = 2, hd = 128, span = 96;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const std::vector<int64_t> contexts{40, 1, 96, 0, 17};
+  for (int64_t g : {1, 2, 4, 8}) {
+    const int64_t nh = nkv * g;
+    for (int64_t bs : {16, 5}) {
+      for (int splits : {0, 1, 3}) {
+        for (int64_t window : {0, 20}) {
+          SCOPED_TRACE("g " + std::to_string(g) + ", block " + std::to_string(bs) + ", splits " +
+                       std::to_string(splits) + ", window " + std::to_string(window));
+          auto qkv = torch::randn({B, (nh + 2 * nkv) * hd}, opts);
+          auto cos = torch::randn({B, hd}, opts), sin_signed = torch::randn({B, hd}, opts);
+          // The contiguous reference: queries rotated and the step's key and value made by
+          // qkv_to_cache (into a one-slot scratch cache), then put at each row's own slot.
+          auto k_ref = torch::randn({B, nkv, span, hd}, opts), v_ref = torch::randn({B, nkv, span, hd}, opts);
+          auto q = torch::empty({B, nh, hd}, opts);
+          auto k_step = torch::empty({B, nkv, 1, hd}, opts), v_step = torch::empty({B, nkv, 1, hd}, opts);
+          quartet::qkv_to_cache(qkv, cos, sin_signed, torch::zeros({1}, long_opts), q, k_step, v_step, nh, nkv, hd);
+          // The pool: each row's blocks scattered in a shuffled order, block 0 scratch.
+          const int64_t per_row = (span + bs - 1) / bs, blocks = B * per_row + 1;
+          auto pool_k = torch::zeros({blocks, bs, nkv, hd}, opts), pool_v = torch::zeros({blocks, bs, nkv, hd}, opts);
+          const auto order = torch::randperm(B * per_row, torch::kLong) + 1;
+          auto table = torch::zeros({B, per_row}, torch::kInt);
+          auto visible = torch::zeros({B, span}, torch::kBool);
+          for (int64_t r = 0; r < B; ++r) {
+            const int64_t n = contexts[static_cast<size_t>(r)];
+            if (n > 0) {
+              k_ref[r].narrow(1, n - 1, 1).copy_(k_step[r]);
+              v_ref[r].narrow(1, n - 1, 1).copy_(v_step[r]);
+              visible[r].narrow(0, window > 0 ? std::max<int64_t>(0, n - window) : 0,
+                                window > 0 ? std::min(n, window) : n).fill_(true);
+            }
+            for (int64_t b = 0; b < per_row; ++b) table[r][b] = order[r * per_row + b].item<int64_t>();
+          }
+          // Every row's slots into its blocks (the step's slot too: the kernel writes it again).
+          for (int64_t r = 0; r < B; ++r)
+            for (int64_t s0 = 0; s0 < span; ++s0) {
+              const int64_t blk = table[r][s0 / bs].item<int64_t>();
+              pool_k[blk][s0 % bs].copy_(k_ref[r].select(1, s0));
+              pool_v[blk][s0 % bs].copy_(v_ref[r].select(1, s0));
+            }
+          // The step's slots hold something else before the kernel writes them.
+          for (int64_t r = 0; r < B; ++r) {
+            const int64_t n = contexts[static_cast<size_t>(r)];
+            if (n == 0) continue;
+            const int64_t blk = table[r][(n - 1) / bs].item<int64_t>();
+            pool_k[blk][(n - 1) % bs].fill_(7);
+            pool_v[blk][(n - 1) % bs].fill_(7);
+          }
+          const auto context = torch::tensor(contexts, long_opts);
+          const auto paged = quartet::attend_paged_qkv(qkv, cos, sin_signed, pool_k, pool_v, table.to(kCuda), context,
+                                                       span, scale, nh, nkv, window, splits);
+          auto bias = torch::zeros({B, 1, 1, span}, opts)
+                          .masked_fill_(visible.to(kCuda).logical_not().view({B, 1, 1, span}),
+                                        -std::numeric_limits<float>::infinity())
+                          .expand({B, nkv, g, span})
+                          .reshape({B * nkv, g, span});
+          if (window == 0) {
+            const auto contiguous = quartet::attend_decode(q, k_ref, v_ref, bias, span, scale, splits);
+            EXPECT_TRUE(torch::equal(paged, contiguous))
+                << "outputs differ by up to " << max_abs(paged.to(torch::kFloat) - contiguous.to(torch::kFloat));
+          } else {
+            auto ref = attention_reference(q, k_ref, v_ref, bias, span, scale);
+            ref.select(0, 3).zero_();  // the idle row: zeros
+            EXPECT_LE(max_abs(paged.to(torch::kDouble) - ref), tolerance());
+          }
+          EXPECT_EQ(max_abs(paged.select(0, 3).to(torch::kFloat)), 0.0) << "the idle row's output";
+          // The written slots: each row's step key and value, and nothing in the scratch block.
+          for (int64_t r = 0; r < B; ++r) {
+            const int64_t n = contexts[static_cast<size_t>(r)];
+            if (n == 0) continue;
+            const int64_t blk = table[r][(n - 1) / bs].item<int64_t>();
+            EXPECT_TRUE(torch::equal(pool_k[blk][(n - 1) % bs], k_step[r].select(1, 0))) << "row " << r << "'s key";
+            EXPECT_TRUE(torch::equal(pool_v[blk][(n - 1) % bs], v_step[r].select(1, 0))) << "row " << r << "'s value";
+          }
+          EXPECT_EQ(max_abs(pool_k[0].to(torch::kFloat)), 0.0) << "an idle row wrote into the scratch block";
+        }
+      }
+    }
+  }
+}
+
 // The one-pass race picks the token that ATen's softmax / Exp(1) race picks on the same draws,
 // over a narrowed (vocab_limit) view of the logits.
 TEST_P(DecodeKernels, SampleRaceSameTokensAsSoftmaxRace) {

@@ -346,6 +346,35 @@ TEST(MemoryPlan, PackedPassesCountTheirTokens) {
   EXPECT_FALSE(same(plan({"train.micro_batch_tokens=" + std::to_string(3 * T)}), plan({"train.micro_batch=2", no_graphs})));
 }
 
+// Paged decoding (rollout.decode_rows) plans its pool for the KV cache: decode_rows rows of whole
+// sequences by default, about what a chunk of that many rows holds (a block's rounding more);
+// a smaller kv_cache_tokens less. Only the generate phase moves.
+TEST(MemoryPlan, PagedDecodingPlansItsPool) {
+  const std::string sizes = "hidden = 64\nlayers = 4\nheads = 4\nvocab = 5000\n";
+  auto plan = [&](std::vector<std::string> keys) {
+    keys.insert(keys.end(), {"rollout.max_prompt_tokens=32", "rollout.max_new_tokens=96", "rollout.batch=16"});
+    return make_memory_plan(parse(deck_text("llama", "actor = 1\n", "", sizes), keys), 1);
+  };
+  auto kv = [](const MemoryPlan& p) {
+    for (const auto& ph : role_plan(p, 0, Role::actor).phases)
+      if (ph.name == "generate")
+        for (const auto& t : ph.terms)
+          if (t.name == "kv cache") return static_cast<double>(t.bytes);
+    throw std::runtime_error("no kv cache term");
+  };
+  const MemoryPlan whole = plan({}), chunk = plan({"rollout.micro_batch=4"}), rows = plan({"rollout.decode_rows=4"});
+  const MemoryPlan small = plan({"rollout.decode_rows=16", "rollout.kv_cache_tokens=1024"});
+  EXPECT_GE(kv(rows), kv(chunk));
+  EXPECT_LT(kv(rows), 1.1 * kv(chunk));
+  EXPECT_LT(kv(small), kv(whole) / 1.9);
+  const RolePlan &a = role_plan(whole, 0, Role::actor), &b = role_plan(rows, 0, Role::actor);
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    if (a.phases[i].name != "generate") {
+      EXPECT_EQ(a.phases[i].device_bytes(), b.phases[i].device_bytes()) << a.phases[i].name;
+    }
+  }
+}
+
 // rollout.reuse_prompt_cache: the actor's old log-probs run in the generate phase beside the
 // kept cache, over the answers; that phase grows by the answers' logits and activations where
 // they are larger than the prompt pass's, and nothing else moves.

@@ -441,16 +441,10 @@ StoppedReference stopped(const torch::Tensor& hf, const std::vector<int64_t>& st
   return r;
 }
 
-// Stop tokens end rows at different steps; checked after every step, finished rows leave the
-// batch (the live ones move to the front of a smaller one) and their results must still come
-// back in the caller's order, equal to HF's tokens up to the stop.
-TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
-  auto model = ref_->load();
-  const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
-  const auto hf = ref_->get("gen_tokens");
-  const int64_t B = prompt.size(0), T = prompt.size(1);
-  // Stop on a later token of row 0 and of row 1, none of them any row's first token (which
-  // would end every row at once): rows end early, at different steps.
+// Stop ids that end HF's greedy rows early and at different steps: a later token of row 0 and of
+// row 1, none of them any row's first token (which would end every row at once).
+std::vector<int64_t> later_stops(const torch::Tensor& hf) {
+  const int64_t B = hf.size(0);
   std::set<int64_t> firsts;
   for (int64_t b = 0; b < B; ++b) firsts.insert(hf[b][0].item<int64_t>());
   std::vector<int64_t> stops;
@@ -464,6 +458,18 @@ TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
       }
     stops.push_back(pick);
   }
+  return stops;
+}
+
+// Stop tokens end rows at different steps; checked after every step, finished rows leave the
+// batch (the live ones move to the front of a smaller one) and their results must still come
+// back in the caller's order, equal to HF's tokens up to the stop.
+TEST_P(CausalParity, StopTokensAndShrinkingBatchMatchHF) {
+  auto model = ref_->load();
+  const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
+  const auto hf = ref_->get("gen_tokens");
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  const std::vector<int64_t> stops = later_stops(hf);
   quartet::SamplingParams p;
   p.temperature = 0.0;
   p.max_new_tokens = kNewTokens;
@@ -553,6 +559,91 @@ TEST_P(CausalParity, SharedPromptPassGivesTheTokensOfOnePassPerRow) {
       }
     }
   }
+}
+
+// Continuous batching over a paged cache (SamplingParams::decode_rows): a prompt's samples share
+// its blocks, rows take waiting sequences as theirs end, blocks smaller than the prompts split
+// them (each row copying the partly filled last one), and a pool too small for every row's
+// whole sequence stops the youngest rows, which restart later. Greedy tokens are HF's in every
+// case; sampling repeats for a seed and keeps its outputs consistent.
+TEST_P(CausalParity, PagedContinuousBatchingMatchesHF) {
+  auto model = ref_->load();
+  const int64_t group = 2;
+  const auto prompt = ref_->get("gen_prompt").repeat_interleave(group, 0);
+  const auto prompt_mask = ref_->get("gen_prompt_mask").repeat_interleave(group, 0);
+  const auto hf = ref_->get("gen_tokens").repeat_interleave(group, 0);
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  struct Case {
+    int64_t rows, block, pool_tokens, every;
+    bool stops;
+  };
+  // (rows, block, pool, check_every, stops): every row at once; refills with 2-slot blocks;
+  // 3 rows over the smallest pool, with no stop token, so that every row runs its whole length.
+  for (const Case& c : {Case{B, 16, 0, 8, true}, Case{2, 2, 0, 1, true}, Case{3, 3, T + kNewTokens, 1, false}}) {
+    quartet::SamplingParams p;
+    p.temperature = 0.0;
+    p.max_new_tokens = kNewTokens;
+    p.pad_id = model->config().pad_token_id.value_or(0);
+    p.prompt_group = group;
+    p.decode_rows = c.rows;
+    p.kv_block = c.block;
+    p.kv_cache_tokens = c.pool_tokens;
+    p.check_every = c.every;
+    p.check_lag = 1;
+    if (c.stops) p.stop_ids = later_stops(hf);
+    const std::string what = "rows " + std::to_string(c.rows) + ", block " + std::to_string(c.block) + ", pool " +
+                             std::to_string(c.pool_tokens);
+    const auto want = stopped(hf, p.stop_ids, p.pad_id);
+    const int64_t width = want.lengths.max().item<int64_t>();
+    const quartet::Generation g = quartet::generate(model, prompt, prompt_mask, p);
+    ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{B, T + width})) << what;
+    EXPECT_TRUE(torch::equal(g.tokens.slice(1, 0, T), prompt)) << what;
+    EXPECT_TRUE(torch::equal(g.tokens.slice(1, T), want.tokens.slice(1, 0, width)))
+        << what << "\nquartet:\n" << g.tokens.slice(1, T) << "\nHF:\n" << want.tokens.slice(1, 0, width);
+    EXPECT_TRUE(torch::equal(g.new_lengths, want.lengths)) << what << ": " << g.new_lengths;
+    const auto real = torch::arange(width).unsqueeze(0) < want.lengths.unsqueeze(1);
+    EXPECT_TRUE(torch::equal(g.attention_mask, torch::cat({prompt_mask, real.to(torch::kLong)}, 1))) << what;
+    EXPECT_LE(g.stats.peak_blocks, g.stats.pool_blocks) << what;
+    if (c.rows < B) {
+      EXPECT_GT(g.stats.refills, 0) << what << ": no row took a waiting sequence";
+    }
+    if (c.pool_tokens > 0) {
+      EXPECT_GT(g.stats.preemptions, 0) << what << ": the small pool never ran out";
+    }
+  }
+  // Sampling: the same tokens again for a seed, the samples of a prompt not all alike, and the
+  // mask and lengths those of the tokens (each row cut after its first stop).
+  quartet::SamplingParams p;
+  p.temperature = 1.0;
+  p.seed = 5;
+  p.max_new_tokens = kNewTokens;
+  p.pad_id = model->config().pad_token_id.value_or(0);
+  p.prompt_group = group;
+  p.decode_rows = 3;
+  p.kv_block = 4;
+  p.check_every = 2;
+  p.stop_ids = later_stops(hf);
+  const quartet::Generation a = quartet::generate(model, prompt, prompt_mask, p);
+  const quartet::Generation b = quartet::generate(model, prompt, prompt_mask, p);
+  EXPECT_TRUE(torch::equal(a.tokens, b.tokens));
+  const int64_t W = a.tokens.size(1) - T;
+  const auto answers = a.tokens.narrow(1, T, W), answer_mask = a.attention_mask.narrow(1, T, W);
+  EXPECT_TRUE(torch::equal(answer_mask.sum(1), a.new_lengths));
+  EXPECT_TRUE(torch::equal(answer_mask, (torch::arange(W).unsqueeze(0) < a.new_lengths.unsqueeze(1)).to(torch::kLong)));
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t n = a.new_lengths[r].item<int64_t>();
+    for (int64_t t = 0; t < n; ++t) {
+      const bool stop = std::count(p.stop_ids.begin(), p.stop_ids.end(), answers[r][t].item<int64_t>()) > 0;
+      if (t < n - 1) {
+        EXPECT_FALSE(stop) << "row " << r << " goes on after a stop at " << t;
+      } else if (n < kNewTokens) {
+        EXPECT_TRUE(stop) << "row " << r << " ends early without a stop";
+      }
+    }
+    EXPECT_TRUE((answers[r].slice(0, n) == p.pad_id).all().item<bool>()) << "row " << r << " pads after its end";
+  }
+  const auto rows = answers.reshape({-1, group, W});
+  EXPECT_TRUE((rows != rows.narrow(1, 0, 1)).any().item<bool>()) << "every sample of a prompt came out the same";
 }
 
 TEST_P(CausalParity, KVCacheStepsMatchFullForward) {
@@ -859,6 +950,60 @@ TEST_P(GpuGraphs, GreedyWithGraphsEqualsWithout) {
     p.seed += 1;
     auto c = quartet::generate(model, prompt, prompt_mask, p);
     EXPECT_FALSE(torch::equal(a.tokens, c.tokens)) << "another seed sampled the same tokens";
+  }
+}
+
+// On a GPU, paged decoding (continuous batching, SamplingParams::decode_rows) as CUDA graph
+// replays gives the tokens of the same steps run eagerly, in bf16 and fp32 (where both must also
+// equal HF's greedy tokens), with rows refilled and a pool small enough to stop rows; and its
+// sampling repeats for a seed.
+TEST_P(GpuGraphs, PagedGreedyWithGraphsEqualsWithout) {
+  if (ref_->head != Head::causal_lm) GTEST_SKIP() << "not a causal LM";
+  const torch::Device cuda(torch::kCUDA, 0);
+  const int64_t group = 2;
+  const auto prompt = ref_->get("gen_prompt").repeat_interleave(group, 0).to(cuda);
+  const auto prompt_mask = ref_->get("gen_prompt_mask").repeat_interleave(group, 0).to(cuda);
+  const auto hf = ref_->get("gen_tokens").repeat_interleave(group, 0);
+  const int64_t T = prompt.size(1);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
+    model->eval();
+    for (int64_t pool : {int64_t{0}, T + 24}) {
+      quartet::SamplingParams p;
+      p.temperature = 0.0;
+      p.max_new_tokens = 24;
+      p.span_bucket = 8;
+      p.pad_id = model->config().pad_token_id.value_or(0);
+      p.prompt_group = group;
+      p.decode_rows = 3;
+      p.kv_block = 4;
+      p.kv_cache_tokens = pool;
+      p.check_every = 2;
+      const std::string what = std::string(dtype == torch::kFloat32 ? "fp32" : "bf16") + ", pool " + std::to_string(pool);
+      p.cuda_graphs = false;
+      auto eager = quartet::generate(model, prompt, prompt_mask, p);
+      p.cuda_graphs = true;
+      auto graphed = quartet::generate(model, prompt, prompt_mask, p);
+      EXPECT_EQ(eager.stats.graph_replays, 0) << what;
+      EXPECT_GT(graphed.stats.graph_replays, 0) << what;
+      EXPECT_GT(graphed.stats.refills, 0) << what;
+      if (pool > 0) {
+        EXPECT_GT(graphed.stats.preemptions, 0) << what;
+      }
+      EXPECT_TRUE(torch::equal(graphed.tokens, eager.tokens))
+          << what << "\ngraphs:\n" << graphed.tokens.slice(1, T) << "\neager:\n" << eager.tokens.slice(1, T);
+      EXPECT_TRUE(torch::equal(graphed.new_lengths, eager.new_lengths)) << what;
+      if (dtype == torch::kFloat32) {
+        auto first = graphed.tokens.slice(1, T, T + kNewTokens).to(torch::kCPU);
+        EXPECT_TRUE(torch::equal(first, hf)) << what << " vs HF:\n" << first << "\n" << hf;
+      }
+      p.temperature = 0.9;
+      p.top_p = 0.9;
+      p.stop_ids = {hf[0][1].item<int64_t>()};
+      auto a = quartet::generate(model, prompt, prompt_mask, p);
+      auto b = quartet::generate(model, prompt, prompt_mask, p);
+      EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << what << ": paged sampling does not repeat for a seed";
+    }
   }
 }
 

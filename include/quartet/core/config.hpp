@@ -202,6 +202,14 @@ struct RolloutConfig {          // [rollout]
   // Faster; the log-probs then differ from the full pass's by rounding, and share the
   // sampler's rounding on the prompt (docs/training.md: "Old log-probs on generation's cache").
   bool reuse_prompt_cache = false;
+  // Continuous batching over a paged KV cache (model/paged_generation.hpp; docs/generation.md):
+  // at most decode_rows sequences decode at once and a finished one's row takes the next
+  // waiting sequence (0 = every sequence of a chunk at once, over a contiguous cache); the
+  // cache is a pool of kv_cache_tokens slots (0 = decode_rows sequences of max_prompt_tokens +
+  // max_new_tokens) in blocks of kv_block slots, shared by a prompt's samples.
+  int decode_rows = 0;
+  int kv_block = 16;
+  int kv_cache_tokens = 0;
 };
 
 struct OutputConfig {           // [output]

@@ -17,6 +17,10 @@
 
 namespace quartet::layers {
 
+// Whether a paged decoding step (decode_step_paged) of this model in `dtype` on `dev` runs its
+// attention in attend_paged_qkv's kernel (then the step needs no slot indices or biases).
+bool paged_attention_in_kernel(const ModelConfig& c, torch::ScalarType dtype, torch::Device dev);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const ModelConfig& c, const Build& b);
@@ -33,6 +37,10 @@ class AttentionImpl : public torch::nn::Module {
   // queries and keys rotate together in four kernels instead of ten.
   // Undefined when the weights are not fused; forward() then takes the general path.
   torch::Tensor decode_fused(const torch::Tensor& x, const Step& s, int64_t layer);
+  // decode_fused's general part: the fused product's heads [B, nh + 2 nkv, 1, hd] (queries,
+  // keys and values at q_at, k_at, v_at) normed and rotated as the model does, then attended.
+  torch::Tensor decode_heads(const torch::Tensor& heads, const Step& s, int64_t layer, int64_t q_at, int64_t k_at,
+                             int64_t v_at);
 
   // One new token per row (decode_step): its keys and values go into the cache at s.slot with
   // index_copy_ (the slot is a device tensor, so a captured graph replays at the next slot),
@@ -58,6 +66,15 @@ class AttentionImpl : public torch::nn::Module {
   // The attention of one decoding step over the cache's first s.span slots (this step's keys
   // and values already written): q [B * nkv, g, hd], the g query heads of each KV head as rows.
   torch::Tensor attend_cached(const torch::Tensor& q, int64_t B, const Step& s, int64_t layer);
+  // A paged step on ATen (Step::paged): keys and values written through the block table, the
+  // rows' first s.span slots gathered, then attend_over.
+  torch::Tensor paged_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const Step& s, int64_t layer);
+  // q [B * nkv, g, hd] over keys and values [B, nkv, S, hd] with the additive bias
+  // [B * nkv, g, S]: [B, 1, hidden] after the output projection.
+  torch::Tensor attend_over(const torch::Tensor& q, torch::Tensor keys, torch::Tensor values,
+                            const torch::Tensor& bias, int64_t B);
+  int64_t sliding_window_of(int64_t layer) const;  // 0 for a layer that does not slide
 
   ModelConfig c_;
   Dense q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, qkv_{nullptr};

@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "quartet/model/forward_step.hpp"
 #include "quartet/model/model_config.hpp"
@@ -23,5 +24,15 @@ void set_pass_masks(Step& step, const torch::Tensor& valid, int64_t past, int64_
 // [B * kv_heads, g, span] in the attention's dtype (float32 for GPT-J, else `dtype`).
 void set_decode_biases(Step& step, const torch::Tensor& key_valid, int64_t B, const ModelConfig& c,
                        torch::ScalarType dtype, torch::Device dev);
+
+// A paged decoding step (decode_step_paged) over step.span slots: the same biases from each
+// row's context [B] (slots below it visible; an idle row sees its scratch slot 0, so that its
+// softmax stays finite); sliding layers see the last sliding_window of them.
+// A paged step on ATen: the pool slot each row writes [B] (the scratch slot 0 for an idle row,
+// whose table may still name blocks it shares) and the pool slots of its first span slots
+// [B, span], as int64 indices into a layer's pool seen as [blocks * block_size, kv_heads, hd].
+std::pair<torch::Tensor, torch::Tensor> paged_slots(const PagedKV& cache, int64_t span);
+
+void set_paged_decode_biases(Step& step, const torch::Tensor& context, const ModelConfig& c, torch::ScalarType dtype);
 
 }  // namespace quartet::layers

@@ -79,6 +79,18 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
                                 const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
                                 int max_splits = 0);
 
+// attend_decode_qkv over a paged cache (model/paged_cache.hpp), for decode_step_paged: the pools
+// k_pool, v_pool [blocks, block_size, nkv, hd] in the place of the caches, row r's slots through
+// table [B, max_blocks] (int32), the step's key and value written at slot context[r] - 1 and the
+// slots below context[r] attended (int64 [B]; 0: an idle row, nothing read or written, zeros
+// out), the last `window` of them where window > 0. No mask. span bounds every row's context
+// (it sets the splits). The shapes of attend_decode_qkv_supports; max_splits as attend_decode's.
+bool attend_paged_supports(torch::ScalarType dtype, int64_t g, int64_t hd);
+torch::Tensor attend_paged_qkv(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin_signed,
+                               const torch::Tensor& k_pool, const torch::Tensor& v_pool, const torch::Tensor& table,
+                               const torch::Tensor& context, int64_t span, double scale, int64_t nh, int64_t nkv,
+                               int64_t window, int max_splits = 0);
+
 // One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
 // stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
 // the token that the exponential race argmax_i softmax_i / race_i picks, in one kernel. int64 [B].

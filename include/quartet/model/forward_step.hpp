@@ -23,6 +23,11 @@ struct Step {
   // number of slots attended to (mask and sliding_mask stay undefined: see bias).
   torch::Tensor slot;
   int64_t span = 0;
+  // decode_step_paged only (slot undefined): the paged cache, and for attention on ATen the
+  // pool slot each row writes [B] and the pool slots of its first span slots [B, span] (int64
+  // indices into a layer's pool seen as [blocks * block_size, kv_heads, head_dim]).
+  PagedKV* paged = nullptr;
+  torch::Tensor paged_write, paged_read;
   // decode_step: the masks as additive biases [B * kv_heads, g, span] in the attention's
   // dtype, built once per step for every layer.
   torch::Tensor bias, sliding_bias;
@@ -38,6 +43,8 @@ struct Step {
   torch::Tensor cu_seqlens;
   std::vector<int64_t> seq_lengths;
   int64_t max_seq = 0;
+
+  bool decoding() const { return slot.defined() || paged != nullptr; }
 };
 
 }  // namespace quartet::layers

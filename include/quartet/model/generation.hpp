@@ -59,6 +59,14 @@ struct SamplingParams {
   // and last logits are copied to the group's other rows. 1 (or a size that does not divide
   // the batch) = one pass per row. The tokens are those of one pass per row, up to rounding.
   int64_t prompt_group = 1;
+  // Continuous batching over a paged KV cache (model/paged_generation.hpp): at most decode_rows
+  // sequences decode at once, and a row whose sequence ended takes the next waiting one (0: every
+  // row of the batch at once, over one contiguous cache of T + N slots a row). The cache is a
+  // pool of kv_cache_tokens slots (0: decode_rows sequences of T + N tokens) in blocks of
+  // kv_block slots; a prompt's blocks are shared by its group's rows. Not with keep_cache.
+  int64_t decode_rows = 0;
+  int64_t kv_block = 16;
+  int64_t kv_cache_tokens = 0;
 };
 
 // The deck's [rollout] sampling settings (temperature, top_k, top_p, max_new_tokens,
@@ -74,6 +82,13 @@ struct GenerationStats {
   int64_t checks = 0;            // live counts the host read back (and acted on)
   int64_t row_steps = 0;         // sum over steps of the batch rows computed
   double capture_seconds = 0;    // host time spent capturing (and warming up) graphs
+  // Paged decoding (decode_rows > 0): sequences that took a row another one had left; rows
+  // whose sequence was stopped and put back in the queue because the pool ran out of blocks
+  // (it restarts from its prompt); the most pool blocks in use at once, and the pool's blocks.
+  int64_t refills = 0;
+  int64_t preemptions = 0;
+  int64_t peak_blocks = 0;
+  int64_t pool_blocks = 0;
 };
 
 struct Generation {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "quartet/model/model_config.hpp"
+#include "quartet/model/paged_cache.hpp"
 #include "quartet/model/packed_sequences.hpp"
 #include "quartet/model/safetensors.hpp"
 
@@ -62,6 +63,10 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         KVCache* cache = nullptr);
   KVCache make_cache(int64_t batch, int64_t max_len) const;
+  // A paged cache (paged_cache.hpp) of `blocks` pool blocks (the scratch block included) of
+  // block_size slots, for `rows` decoding rows of up to max_blocks blocks each: zeroed pool,
+  // every row idle (table zeros, context 0).
+  PagedKV make_paged_cache(int64_t rows, int64_t max_blocks, int64_t blocks, int64_t block_size) const;
   // forward() in two halves: the final-normed hidden states [B, T, hidden], then the head
   // (attention_mask as given to hidden_states; sequence_reward reads it). `padding` (without
   // a cache) is the caller's promise of where the mask's zeros lie (PaddingLayout).
@@ -87,6 +92,12 @@ class TransformerImpl : public torch::nn::Module {
   // host (needed only by dynamic rotary scaling past max_position_embeddings), else -1.
   torch::Tensor decode_step(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& slot,
                             const torch::Tensor& key_valid, KVCache& cache, int64_t span, int64_t host_length = -1);
+  // decode_step over a paged cache: row r (of cache.table's rows) feeds ids[r] at position
+  // positions[r] into its slot cache.context[r] - 1 and attends to its slots below
+  // cache.context[r] (none, and no write, for an idle row: its logits are not meant to be read).
+  // span bounds every row's context this step (the attention's work where it runs on ATen).
+  torch::Tensor decode_step_paged(const torch::Tensor& ids, const torch::Tensor& positions, PagedKV& cache,
+                                  int64_t span);
   // True when decode_step's rotary tables depend on the host-side length (dynamic scaling
   // beyond max_position_embeddings within max_len tokens): such a step cannot be captured.
   bool decode_needs_host_length(int64_t max_len) const;

@@ -31,6 +31,11 @@ struct TransformerImpl::Impl {
   // The blocks in order on x: through the runner when one is installed, else checkpointed
   // (recompute) or directly.
   torch::Tensor run_blocks(const layers::Step& step, torch::Tensor x, int64_t num_layers, bool recompute);
+  // A decoding step's blocks on tokens ids [B] at positions [B] (rotary tables from inv_freq,
+  // undefined for learned positions), the step's cache and biases set: final-normed hidden
+  // states [B, 1, hidden].
+  torch::Tensor decode_hidden(layers::Step& step, const torch::Tensor& ids, const torch::Tensor& positions,
+                              const torch::Tensor& inv_freq, const ModelConfig& c);
 };
 
 }  // namespace quartet

@@ -44,7 +44,7 @@ __global__ void attend_combine_kernel(const float* __restrict__ partial, T* __re
         L = fmaf(q[hd + 1], f, L);
         acc = fmaf(q[d], f, acc);
       }
-      out[(static_cast<int64_t>(bk) * g + j) * hd + d] = store<T>(acc / L);
+      out[(static_cast<int64_t>(bk) * g + j) * hd + d] = store<T>(L > 0.f ? acc / L : 0.f);  // L = 0: an idle paged row
     }
   }
 }
@@ -73,13 +73,26 @@ struct QkvSource {
   int nh = 0;
 };
 
+// attend_warps_kernel over a paged cache (table non-null): the pool [blocks, block_size, nkv, hd]
+// in the place of k_cache and v_cache, each row's slots through its block table, the row's
+// context (its visible slots, the step's at context - 1; 0: an idle row, which reads and writes
+// nothing and gets zeros) in the place of the bias and last_slot, and a sliding window (0: none)
+// over the last `window` of them.
+struct PagedRows {
+  const int32_t* table = nullptr;  // [rows, table_ld]
+  int64_t table_ld = 0;
+  int block_size = 0;
+  const int64_t* context = nullptr;  // [rows]
+  int window = 0;
+};
+
 template <typename TB, int G>
 __global__ void __launch_bounds__(kWarpsW * 32)
     attend_warps_kernel(const __nv_bfloat16* __restrict__ q, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                         const TB* __restrict__ bias, int64_t bias_s0, int64_t bias_s1,
                         __nv_bfloat16* __restrict__ out, float* __restrict__ partial, int nkv, int span,
                         int split_len, int64_t cache_row, int64_t cache_head, float scale,
-                        const int64_t* __restrict__ last_slot, QkvSource src) {
+                        const int64_t* __restrict__ last_slot, QkvSource src, PagedRows paged) {
   constexpr int hd = kWarpHd;
   __shared__ float merged[kWarpsW][G][hd + 2];  // each warp's acc, then m and l
   const int bk = blockIdx.x, b = bk / nkv, kv = bk % nkv;
@@ -87,19 +100,33 @@ __global__ void __launch_bounds__(kWarpsW * 32)
   // Slots after *last_slot hold nothing yet (masked): not read. A split past it reads none and
   // leaves a maximum of -inf, which the combining kernel skips. Each slot read keeps its warp and
   // half, so what is read is summed in the same order: the same bits as reading the whole span.
-  const int live = last_slot ? min(span, static_cast<int>(*last_slot) + 1) : span;
+  const bool is_paged = paged.table != nullptr;
+  const int live = is_paged    ? static_cast<int>(paged.context[b])
+                   : last_slot ? min(span, static_cast<int>(*last_slot) + 1)
+                               : span;
   const int split = blockIdx.y, s_begin = split * split_len, s_end = min(live, s_begin + split_len);
-  const __nv_bfloat16* kp = k_cache + b * cache_row + kv * cache_head + hl * 8;
-  const __nv_bfloat16* vp = v_cache + b * cache_row + kv * cache_head + hl * 8;
-  const TB* bp = bias + bk * bias_s0;
+  // A paged row's slots from its first visible one (the window's), in the same splits.
+  const int s_from = is_paged && paged.window > 0 ? max(s_begin, live - paged.window) : s_begin;
+  const int32_t* row_blocks = is_paged ? paged.table + b * paged.table_ld : nullptr;
+  const int64_t slot_stride = is_paged ? static_cast<int64_t>(nkv) * hd : hd;  // elements from a slot to the next
+  // Element offset of slot t's head (before the lane's 8) from kp / vp.
+  auto slot_at = [&](int t) -> int64_t {
+    if (!is_paged) return static_cast<int64_t>(t) * hd;
+    return (static_cast<int64_t>(row_blocks[t / paged.block_size]) * paged.block_size + t % paged.block_size) *
+           slot_stride;
+  };
+  const int64_t head_base = is_paged ? static_cast<int64_t>(kv) * hd : b * cache_row + kv * cache_head;
+  const __nv_bfloat16* kp = k_cache + head_base + hl * 8;
+  const __nv_bfloat16* vp = v_cache + head_base + hl * 8;
+  const TB* bp = is_paged ? nullptr : bias + bk * bias_s0;
   const __nv_bfloat16* row = nullptr;  // fused: this row's q/k/v product
   if (src.qkv) {
     row = src.qkv + static_cast<int64_t>(b) * (src.nh + 2 * nkv) * hd;
-    const int64_t slot = *src.slot;
-    if (min(static_cast<int>(slot / split_len), static_cast<int>(gridDim.y) - 1) == split) {
+    const int64_t slot = is_paged ? live - 1 : *src.slot;
+    if (slot >= 0 && min(static_cast<int>(slot / split_len), static_cast<int>(gridDim.y) - 1) == split) {
       // One thread per element (the block's 128 threads, hd = 128): the step's key and value.
       const int j = threadIdx.x;
-      const int64_t at = b * cache_row + kv * cache_head + slot * hd + j;
+      const int64_t at = head_base + slot_at(static_cast<int>(slot)) + j;
       k_cache[at] = rotate_half_split(row + (src.nh + kv) * hd, src.cos + b * hd, src.sin_signed + b * hd, j, hd);
       v_cache[at] = row[(src.nh + nkv + kv) * hd + j];
     }
@@ -121,7 +148,7 @@ __global__ void __launch_bounds__(kWarpsW * 32)
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[j][i] = 0.f;
   }
-  const int pairs = (s_end - s_begin + 1) / 2;
+  const int pairs = (s_end - s_from + 1) / 2;
   // Every lane runs the same rounds (the shuffles need the whole warp); slots past the split
   // load nothing and score -inf.
   for (int p0 = warp; p0 < pairs; p0 += kWarpsW * kPairs) {
@@ -129,11 +156,12 @@ __global__ void __launch_bounds__(kWarpsW * 32)
     int t[kPairs];
 #pragma unroll
     for (int u = 0; u < kPairs; ++u) {  // every load first: kPairs x 1 KB in flight per warp
-      t[u] = s_begin + 2 * (p0 + u * kWarpsW) + half;
+      t[u] = s_from + 2 * (p0 + u * kWarpsW) + half;
       if (t[u] < s_end) {
         // Read at L2 (cache-global): coherent with this kernel's own writes of the step's slot.
-        kr[u] = __ldcg(reinterpret_cast<const uint4*>(kp + static_cast<int64_t>(t[u]) * hd));
-        vr[u] = __ldcg(reinterpret_cast<const uint4*>(vp + static_cast<int64_t>(t[u]) * hd));
+        const int64_t at = slot_at(t[u]);
+        kr[u] = __ldcg(reinterpret_cast<const uint4*>(kp + at));
+        vr[u] = __ldcg(reinterpret_cast<const uint4*>(vp + at));
       } else {
         kr[u] = make_uint4(0, 0, 0, 0);
         vr[u] = kr[u];
@@ -153,7 +181,7 @@ __global__ void __launch_bounds__(kWarpsW * 32)
         d += __shfl_xor_sync(0xffffffffu, d, 4);
         d += __shfl_xor_sync(0xffffffffu, d, 2);
         d += __shfl_xor_sync(0xffffffffu, d, 1);
-        sc[u][j] = t[u] < s_end ? d * scale + load(bp[j * bias_s1 + t[u]]) : -INFINITY;
+        sc[u][j] = t[u] >= s_end ? -INFINITY : bp ? d * scale + load(bp[j * bias_s1 + t[u]]) : d * scale;
       }
     }
 #pragma unroll
@@ -215,7 +243,7 @@ __global__ void __launch_bounds__(kWarpsW * 32)
       S = fmaf(merged[w][j][d], f, S);
     }
     if (gridDim.y == 1) {
-      op[j * hd + d] = store<__nv_bfloat16>(S / L);
+      op[j * hd + d] = store<__nv_bfloat16>(L > 0.f ? S / L : 0.f);  // L = 0: an idle paged row
     } else {
       pp[j * (hd + 2) + d] = S;
       if (d == 0) pp[j * (hd + 2) + hd] = M, pp[j * (hd + 2) + hd + 1] = L;
@@ -233,7 +261,8 @@ template <typename TB, int G>
 cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, const void* bias, int64_t bias_s0,
                                 int64_t bias_s1, void* out, float* partial, int B, int nkv, int span,
                                 int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                                const int64_t* last_slot, const QkvSource& src, cudaStream_t stream) {
+                                const int64_t* last_slot, const QkvSource& src, const PagedRows& paged,
+                                cudaStream_t stream) {
   const int splits = warps_splits(span, max_splits, B * nkv, multiprocessors());
   const int split_len = (span + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(B * nkv), static_cast<unsigned>(splits)), block(kWarpsW * 32);
@@ -241,7 +270,7 @@ cudaError_t launch_attend_warps(const void* q, const void* k, const void* v, con
   attend_warps_kernel<TB, G><<<grid, block, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(q), static_cast<__nv_bfloat16*>(const_cast<void*>(k)),
       static_cast<__nv_bfloat16*>(const_cast<void*>(v)), static_cast<const TB*>(bias), bias_s0, bias_s1,
-      static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len, cache_row, cache_head, scale, last_slot, src);
+      static_cast<__nv_bfloat16*>(out), partial, nkv, span, split_len, cache_row, cache_head, scale, last_slot, src, paged);
   if (splits > 1)
     attend_combine_kernel<__nv_bfloat16><<<B * nkv, 128, 0, stream>>>(partial, static_cast<__nv_bfloat16*>(out), G,
                                                                       kWarpHd, splits);
@@ -252,10 +281,11 @@ template <typename TB>
 cudaError_t launch_attend_warps_g(int g, const void* q, const void* k, const void* v, const void* bias,
                                   int64_t bias_s0, int64_t bias_s1, void* out, float* partial, int B, int nkv,
                                   int span, int64_t cache_row, int64_t cache_head, float scale, int max_splits,
-                                  const int64_t* last_slot, cudaStream_t stream, const QkvSource& src = QkvSource()) {
+                                  const int64_t* last_slot, cudaStream_t stream, const QkvSource& src = QkvSource(),
+                                  const PagedRows& paged = PagedRows()) {
 #define QUARTET_ATTEND_WARPS(G)                                                                                 \
   launch_attend_warps<TB, G>(q, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row, cache_head, \
-                             scale, max_splits, last_slot, src, stream)
+                             scale, max_splits, last_slot, src, paged, stream)
   if (g == 1) return QUARTET_ATTEND_WARPS(1);
   if (g == 2) return QUARTET_ATTEND_WARPS(2);
   if (g == 4) return QUARTET_ATTEND_WARPS(4);
@@ -313,6 +343,30 @@ cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, c
                                         cache_head, scale, max_splits, slot, stream, src);
   return launch_attend_warps_g<__nv_bfloat16>(g, qkv, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span,
                                               cache_row, cache_head, scale, max_splits, slot, stream, src);
+}
+
+cudaError_t launch_attend_paged_qkv(const void* qkv, const void* cos, const void* sin_signed, void* k_pool,
+                                    void* v_pool, const int32_t* table, int64_t table_ld, int block_size,
+                                    const int64_t* context, int window, void* out, float* partial, int B, int nh,
+                                    int nkv, int span, float scale, int max_splits, cudaStream_t stream) {
+  const int g = nkv > 0 ? nh / nkv : 0;
+  if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned_for_warps(qkv, k_pool, v_pool, 8, 8) ||
+      block_size < 1)
+    return cudaErrorInvalidValue;
+  QkvSource src;
+  src.qkv = static_cast<const __nv_bfloat16*>(qkv);
+  src.cos = static_cast<const __nv_bfloat16*>(cos);
+  src.sin_signed = static_cast<const __nv_bfloat16*>(sin_signed);
+  src.nh = nh;
+  PagedRows paged;
+  paged.table = table;
+  paged.table_ld = table_ld;
+  paged.block_size = block_size;
+  paged.context = context;
+  paged.window = window;
+  // No bias (the contexts mask), no contiguous strides.
+  return launch_attend_warps_g<__nv_bfloat16>(g, qkv, k_pool, v_pool, nullptr, 0, 0, out, partial, B, nkv, span, 0, 0,
+                                              scale, max_splits, nullptr, stream, src, paged);
 }
 
 }  // namespace kernels

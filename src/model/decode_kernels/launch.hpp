@@ -37,6 +37,13 @@ cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, c
                               int64_t cache_row, int64_t cache_head, float scale, int max_splits,
                               cudaStream_t stream);
 
+// attend_decode.cu, over a paged cache (model/paged_cache.hpp): pools [blocks, block_size, nkv,
+// 128], table [B, table_ld] int32, context [B] int64, window 0 or the sliding window.
+cudaError_t launch_attend_paged_qkv(const void* qkv, const void* cos, const void* sin_signed, void* k_pool,
+                                    void* v_pool, const int32_t* table, int64_t table_ld, int block_size,
+                                    const int64_t* context, int window, void* out, float* partial, int B, int nh,
+                                    int nkv, int span, float scale, int max_splits, cudaStream_t stream);
+
 // sample_race.cu
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
                                int64_t* out, cudaStream_t stream);
