@@ -325,7 +325,8 @@ torch::Tensor attend_paged_qkv(const torch::Tensor& qkv, const torch::Tensor& co
 #endif
 }
 
-torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature) {
+torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature,
+                          const torch::Tensor& min_key) {
 #ifdef QUARTET_WITH_DEVICE_KERNELS
   QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,
                 "sample_race: logits must be a float32 or bfloat16 CUDA tensor [B, V] with unit stride along V");
@@ -333,18 +334,44 @@ torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race
                     race.sizes() == logits.sizes(),
                 "sample_race: race must be a contiguous float32 tensor shaped like logits");
   QUARTET_CHECK(temperature > 0, "sample_race: the temperature must be positive");
+  QUARTET_CHECK(!min_key.defined() || (min_key.device() == logits.device() && min_key.scalar_type() == torch::kInt &&
+                                       min_key.is_contiguous() && min_key.numel() == logits.size(0)),
+                "sample_race: min_key must be a contiguous int32 tensor [B] on the logits' device (top_p_keys)");
   auto out = torch::empty({logits.size(0)}, logits.options().dtype(torch::kLong));
   if (logits.size(0) == 0) return out;
   const c10::cuda::CUDAGuard guard(logits.device());
   const cudaError_t err = kernels::launch_sample_race(
       logits.scalar_type() == torch::kBFloat16, logits.data_ptr(), logits.stride(0), race.data_ptr<float>(),
       static_cast<int>(logits.size(0)), static_cast<int>(logits.size(1)), static_cast<float>(temperature),
+      min_key.defined() ? reinterpret_cast<const uint32_t*>(min_key.data_ptr<int32_t>()) : nullptr,
       out.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream(logits.device().index()).stream());
   check_launch("sample_race", err, cudaGetErrorString(err));
   return out;
 #else
-  (void)logits, (void)race, (void)temperature;
+  (void)logits, (void)race, (void)temperature, (void)min_key;
   QUARTET_CHECK(false, std::string("sample_race: ") + kNoKernels);
+  return {};
+#endif
+}
+
+torch::Tensor top_p_keys(const torch::Tensor& logits, double temperature, double top_p) {
+#ifdef QUARTET_WITH_DEVICE_KERNELS
+  QUARTET_CHECK(logits.is_cuda() && float_or_bf16(logits) && logits.dim() == 2 && logits.stride(1) == 1,
+                "top_p_keys: logits must be a float32 or bfloat16 CUDA tensor [B, V] with unit stride along V");
+  QUARTET_CHECK(temperature > 0 && top_p > 0 && top_p < 1,
+                "top_p_keys: the temperature must be positive and top_p in (0, 1)");
+  auto keys = torch::empty({logits.size(0)}, logits.options().dtype(torch::kInt));
+  if (logits.size(0) == 0) return keys;
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const cudaError_t err = kernels::launch_top_p_keys(
+      logits.scalar_type() == torch::kBFloat16, logits.data_ptr(), logits.stride(0), static_cast<int>(logits.size(0)),
+      static_cast<int>(logits.size(1)), static_cast<float>(temperature), top_p,
+      reinterpret_cast<uint32_t*>(keys.data_ptr<int32_t>()), c10::cuda::getCurrentCUDAStream(logits.device().index()).stream());
+  check_launch("top_p_keys", err, cudaGetErrorString(err));
+  return keys;
+#else
+  (void)logits, (void)temperature, (void)top_p;
+  QUARTET_CHECK(false, std::string("top_p_keys: ") + kNoKernels);
   return {};
 #endif
 }

@@ -43,12 +43,14 @@ torch::Tensor pick(torch::Tensor logits, const SamplingParams& p, at::Generator&
   if (p.vocab_limit > 0 && p.vocab_limit < logits.size(-1))
     logits = logits.narrow(-1, 0, p.vocab_limit);  // ids past the tokenizer's are never picked
   if (p.temperature == 0.0) return logits.argmax(-1);
-  if (p.top_k <= 0 && p.top_p >= 1.0 && logits.is_cuda() && decode_kernels_enabled() &&
+  if (p.top_k <= 0 && logits.is_cuda() && decode_kernels_enabled() &&
       (logits.scalar_type() == torch::kFloat32 || logits.scalar_type() == torch::kBFloat16) && logits.dim() == 2 &&
       logits.stride(1) == 1) {
-    // Plain sampling (PPO's): the race below in one kernel, on the same Exp(1) draws.
+    // Plain sampling (PPO's) and top-p: the race below in one kernel, on the same Exp(1) draws,
+    // top-p's nucleus found by a radix select instead of a sort of the vocabulary.
     auto race = torch::empty(logits.sizes(), logits.options().dtype(torch::kFloat32)).exponential_(1.0, gen);
-    return sample_race(logits, race, p.temperature);
+    const auto nucleus = p.top_p < 1.0 ? top_p_keys(logits, p.temperature, p.top_p) : torch::Tensor();
+    return sample_race(logits, race, p.temperature, nucleus);
   }
   logits = logits.to(torch::kFloat32);
   const double neg_inf = -std::numeric_limits<double>::infinity();

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -355,6 +356,72 @@ TEST_P(DecodeKernels, SampleRaceDrawsFromTheSoftmax) {
     EXPECT_LE(std::abs(got - pi), 5 * std::sqrt(pi * (1 - pi) / n) + 1e-12) << "token " << i << ": " << got << " vs " << pi;
   }
   EXPECT_EQ(counts[3].item<double>(), 0.0);
+}
+
+// Top-p's nucleus (top_p_keys) against the sorted vocabulary in float64: the fewest most likely
+// tokens whose probability reaches top_p, for peaked and flat rows, banned (-inf) tokens, a
+// narrowed (vocab_limit) view and two temperatures; and the race over it (sample_race with the
+// keys) picks what the race over the nucleus written out picks, on the same draws.
+TEST_P(DecodeKernels, TopPKeysFindTheNucleus) {
+  const int64_t B = 48, V = 1000;
+  auto full = torch::randn({B, V + 200}, torch::TensorOptions().dtype(torch::kFloat32).device(kCuda));
+  full.narrow(0, 0, B / 2).mul_(4.0);                 // peaked rows, and flat ones
+  full.narrow(1, 7, 5).fill_(-std::numeric_limits<float>::infinity());  // banned ids
+  auto logits = full.to(dtype()).narrow(1, 0, V);
+  for (double t : {1.0, 0.7}) {
+    for (double top_p : {0.5, 0.9, 0.95}) {
+      SCOPED_TRACE("t " + std::to_string(t) + ", top_p " + std::to_string(top_p));
+      const auto keys = quartet::top_p_keys(logits, t, top_p).to(torch::kCPU);
+      const auto x = logits.to(torch::kCPU, torch::kDouble);
+      const auto probs = (x / t).softmax(-1);
+      const auto race = torch::empty({B, V}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+      const auto got = quartet::sample_race(logits, race, t, keys.to(kCuda)).to(torch::kCPU);
+      const auto scores = (logits.to(torch::kFloat32) / t - race.log()).to(torch::kCPU);
+      for (int64_t r = 0; r < B; ++r) {
+        // The reference: descending probabilities, the fewest whose sum reaches top_p.
+        const auto [sorted, order] = probs[r].sort(0, /*descending=*/true);
+        const auto cum = sorted.cumsum(0);
+        const int64_t n = (cum < top_p).sum().item<int64_t>() + 1;
+        const double least = x[r][order[n - 1].item<int64_t>()].item<double>();
+        const auto kept = x[r] >= least;
+        // The kernel's nucleus: the tokens whose order key reaches the row's.
+        const auto as_float = logits[r].to(torch::kCPU, torch::kFloat32).contiguous();
+        const uint32_t key_r = static_cast<uint32_t>(keys[r].item<int32_t>());
+        auto theirs = torch::zeros({V}, torch::kBool);
+        for (int64_t i = 0; i < V; ++i) {
+          uint32_t u;
+          const float f = as_float[i].item<float>();
+          std::memcpy(&u, &f, 4);
+          const uint32_t k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+          theirs[i] = k >= key_r;
+        }
+        ASSERT_TRUE(torch::equal(theirs, kept)) << "row " << r << ": nucleus of " << theirs.sum().item<int64_t>()
+                                                << " tokens, expected " << kept.sum().item<int64_t>();
+        const int64_t want = scores[r].masked_fill(kept.logical_not(), -std::numeric_limits<float>::infinity()).argmax().item<int64_t>();
+        EXPECT_EQ(got[r].item<int64_t>(), want) << "row " << r;
+      }
+    }
+  }
+}
+
+// Drawn 200,000 times with top_p 0.75 from softmax([0, 1, 2, -inf, 0.5]) (probabilities .078,
+// .213, .579, 0, .129): the nucleus is {2, 1} (.579 + .213 reaches .75), each drawn within 5
+// standard deviations of its renormalised probability, and no other token ever.
+TEST_P(DecodeKernels, TopPDrawsFromTheNucleus) {
+  const int64_t n = 200000;
+  const float inf = std::numeric_limits<float>::infinity();
+  auto row = torch::tensor({0.f, 1.f, 2.f, -inf, 0.5f}).to(kCuda, dtype());
+  auto logits = row.view({1, 5}).expand({n, 5}).contiguous();
+  auto race = torch::empty({n, 5}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+  const auto keys = quartet::top_p_keys(logits, 1.0, 0.75);
+  auto counts = torch::bincount(quartet::sample_race(logits, race, 1.0, keys), {}, 5).to(torch::kCPU, torch::kDouble);
+  auto p = row.to(torch::kCPU, torch::kDouble).softmax(0);
+  const double kept = p[1].item<double>() + p[2].item<double>();
+  for (int i : {1, 2}) {
+    const double pi = p[i].item<double>() / kept, got = counts[i].item<double>() / n;
+    EXPECT_LE(std::abs(got - pi), 5 * std::sqrt(pi * (1 - pi) / n)) << "token " << i << ": " << got << " vs " << pi;
+  }
+  for (int i : {0, 3, 4}) EXPECT_EQ(counts[i].item<double>(), 0.0) << "token " << i << " is outside the nucleus";
 }
 
 // The masked softmax against ATen's softmax of the biased scores: masked entries exactly 0, the

@@ -94,7 +94,18 @@ torch::Tensor attend_paged_qkv(const torch::Tensor& qkv, const torch::Tensor& co
 // One draw per row from softmax(logits / temperature), logits [B, V] (float32 or bfloat16, unit
 // stride along V) and race [B, V] float32 ~ Exp(1): argmax_i logits_i / temperature - log race_i,
 // the token that the exponential race argmax_i softmax_i / race_i picks, in one kernel. int64 [B].
-torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature);
+// min_key (int32 [B], from top_p_keys): only the row's nucleus takes part, the token that the race
+// over the top-p-warped distribution picks.
+torch::Tensor sample_race(const torch::Tensor& logits, const torch::Tensor& race, double temperature,
+                          const torch::Tensor& min_key = torch::Tensor());
+
+// Top-p's nucleus of each row of logits [B, V] (as sample_race takes them) under
+// softmax(logits / temperature), without sorting: the fewest most likely tokens whose probability
+// reaches top_p (in (0, 1)), HF's TopPLogitsWarper's set, except that tokens tied with the
+// nucleus's least likely one are all kept. Returned as that token's order key (int32 [B], the
+// bits of an unsigned key): a token is in the nucleus when its key is at least the row's. The
+// probabilities are summed in fixed point, so the nucleus does not depend on the threads' order.
+torch::Tensor top_p_keys(const torch::Tensor& logits, double temperature, double top_p);
 
 // A decoding step's bookkeeping after its picks next [rows] (int64, CUDA), in one kernel: for
 // each row r, t = done[r] ? pad_id : next[r]; hist[r, *step] = t, hist_mask[r, *step] = !done[r],

@@ -21,6 +21,13 @@ __device__ __forceinline__ T rotate_half_split(const T* head, const T* cos_row, 
   return store<T>(__fadd_rn(a, c));
 }
 
+// A float's place in the order of floats as an unsigned key (larger float, larger key; -inf
+// lowest but NaN): top_p_keys' radix select and sample_race's nucleus test share it.
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -46,7 +46,11 @@ cudaError_t launch_attend_paged_qkv(const void* qkv, const void* cos, const void
 
 // sample_race.cu
 cudaError_t launch_sample_race(bool bf16, const void* logits, int64_t ld, const float* race, int B, int V, float t,
-                               int64_t* out, cudaStream_t stream);
+                               const uint32_t* min_key, int64_t* out, cudaStream_t stream);
+
+// top_p_keys.cu
+cudaError_t launch_top_p_keys(bool bf16, const void* logits, int64_t ld, int B, int V, float t, double top_p,
+                              uint32_t* keys, cudaStream_t stream);
 
 // advance_decode.cu
 cudaError_t launch_advance_decode(const int64_t* next, bool* done, int64_t* hist, int64_t* hist_mask, int64_t hist_ld,
