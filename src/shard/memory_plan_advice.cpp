@@ -171,8 +171,8 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
   }
   // A packed micro-batch's token budget, halved until it fits (one step at a time would plan
   // thousands of times).
-  auto try_halved = [&](int current, const char* name, void (*set)(Config&, int)) {
-    for (int v = current / 2; v >= 1; v /= 2) {
+  auto try_halved = [&](int current, const char* name, void (*set)(Config&, int), int floor = 1) {
+    for (int v = current / 2; v >= floor; v /= 2) {
       Config c = c0;
       set(c, v);
       Attempt a = attempt(base, c, w0, role, std::string("--set ") + name + "=" + std::to_string(v));
@@ -188,6 +188,15 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
     try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
   if (trained) try_flag("reshard_after_forward", &ModelSectionConfig::reshard_after_forward);
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
+  if (role == Role::actor && c0.rollout.decode_rows > 0) {
+    // Paged decoding: a smaller pool (rows then wait for blocks, or restart), down to one whole
+    // sequence, the least the deck allows.
+    const int whole = c0.rollout.max_prompt_tokens + c0.rollout.max_new_tokens;
+    const int pool = c0.rollout.kv_cache_tokens > 0 ? c0.rollout.kv_cache_tokens : c0.rollout.decode_rows * whole;
+    try_halved(pool, "rollout.kv_cache_tokens", [](Config& c, int v) { c.rollout.kv_cache_tokens = v; }, whole);
+    // Fewer rows: a smaller default pool, and fewer prompts prefilled at once.
+    try_halved(c0.rollout.decode_rows, "rollout.decode_rows", [](Config& c, int v) { c.rollout.decode_rows = v; });
+  }
   try_smaller(c0.rollout.batch, "rollout.batch", [](Config& c, int v) { c.rollout.batch = v; });
   if (trained) try_flag("offload_optimizer", &ModelSectionConfig::offload_optimizer);
   {

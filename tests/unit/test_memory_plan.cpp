@@ -581,6 +581,28 @@ TEST(MemoryPlan, PackedTrainingIsAdvisedASmallerTokenBudget) {
   }
 }
 
+// Paged decoding whose pool does not fit: the advice names a halved rollout.kv_cache_tokens
+// (not below one whole sequence) and fewer rollout.decode_rows, each checked to fit.
+TEST(MemoryPlan, PagedDecodingIsAdvisedASmallerPool) {
+  const std::string text = "[placement]\nactor = 1\n[dist]\ndevice_memory = 6GiB\n"
+                           "[model.actor]\npath = random:llama\nhidden = 256\nlayers = 8\nheads = 4\nvocab = 32000\n"
+                           "[rollout]\nbatch = 512\nmax_prompt_tokens = 64\nmax_new_tokens = 1984\n"
+                           "decode_rows = 512\nscore_micro_batch = 1\n[train]\nmicro_batch = 1\ncuda_graphs = false\n";
+  MemoryPlan p = make_memory_plan(parse(text), 1);
+  ASSERT_FALSE(p.fits()) << format_plan(p);
+  const std::string e = error_of([&] { check_plan(p); });
+  EXPECT_NE(e.find("--set rollout.kv_cache_tokens="), std::string::npos) << e;
+  EXPECT_NE(e.find("--set rollout.decode_rows="), std::string::npos) << e;
+  std::istringstream lines(e);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("    --", 0) != 0) continue;
+    const size_t at = line.find("rollout.kv_cache_tokens=");
+    if (at != std::string::npos) EXPECT_GE(std::stoi(line.substr(at + 24)), 64 + 1984) << line;
+    EXPECT_TRUE(make_memory_plan(parse(text, sets_of(line)), 1).fits()) << line;
+  }
+}
+
 TEST(MemoryPlan, NothingFitsSaysSo) {
   // 600 MiB of device memory leaves almost nothing after the CUDA context.
   const std::string text = "[placement]\nactor = 1\n[dist]\ndevice_memory = 600MiB\n"
