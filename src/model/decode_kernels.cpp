@@ -53,6 +53,25 @@ void check_cache_and_mask(const char* what, const torch::Tensor& x, int64_t B, i
                     ": bias must be [B * nkv, g, span] with unit stride over slots, in q's dtype or float32");
 }
 
+// The fused q/k/v product [B, (nh + 2 nkv) hd] and its rotation tables as attend_decode_qkv and
+// attend_paged_qkv take them (bfloat16 heads of hd = 128, g of 1, 2, 4 or 8); returns B.
+int64_t check_fused_qkv(const char* what, const torch::Tensor& qkv, const torch::Tensor& cos,
+                        const torch::Tensor& sin_signed, int64_t nh, int64_t nkv, int64_t hd) {
+  const std::string w(what);
+  QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, w + ": heads must be a multiple of the KV heads");
+  QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 &&
+                    attend_decode_supports(qkv.scalar_type(), nh / nkv, hd),
+                w + ": needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
+  const int64_t B = qkv.size(0);
+  QUARTET_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd && qkv.is_contiguous(),
+                w + ": qkv must be contiguous [B, (nh + 2 nkv) hd]");
+  for (const auto* t : {&cos, &sin_signed})
+    QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
+                      t->is_contiguous() && t->numel() == B * hd,
+                  w + ": cos and sin_signed must be contiguous [B, hd] like qkv");
+  return B;
+}
+
 // The splits' partial results (flash decoding), when the span takes more than one split;
 // undefined (nothing to allocate on the decoding path) when one block covers it.
 torch::Tensor split_partials(const torch::Tensor& x, int64_t B, int64_t nkv, int64_t g, int64_t span, int max_splits) {
@@ -234,17 +253,8 @@ torch::Tensor attend_decode_qkv(const torch::Tensor& qkv, const torch::Tensor& c
                                 const torch::Tensor& bias, int64_t span, double scale, int64_t nh, int64_t nkv,
                                 int max_splits) {
 #ifdef QUARTET_WITH_DEVICE_KERNELS
-  QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_decode_qkv: heads must be a multiple of the KV heads");
-  const int64_t g = nh / nkv, hd = k_cache.dim() == 4 ? k_cache.size(3) : 0;
-  QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_decode_qkv_supports(qkv.scalar_type(), g, hd),
-                "attend_decode_qkv: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
-  const int64_t B = qkv.size(0);
-  QUARTET_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd && qkv.is_contiguous(),
-                "attend_decode_qkv: qkv must be contiguous [B, (nh + 2 nkv) hd]");
-  for (const auto* t : {&cos, &sin_signed})
-    QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
-                      t->is_contiguous() && t->numel() == B * hd,
-                  "attend_decode_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
+  const int64_t hd = k_cache.dim() == 4 ? k_cache.size(3) : 0, g = nh / std::max<int64_t>(nkv, 1);
+  const int64_t B = check_fused_qkv("attend_decode_qkv", qkv, cos, sin_signed, nh, nkv, hd);
   QUARTET_CHECK(k_cache.size(1) == nkv, "attend_decode_qkv: the caches must have nkv heads");
   check_cache_and_mask("attend_decode_qkv", qkv, B, g, hd, k_cache, v_cache, bias, span);
   QUARTET_CHECK(aligned_for_attention(qkv, k_cache, v_cache),
@@ -281,17 +291,8 @@ torch::Tensor attend_paged_qkv(const torch::Tensor& qkv, const torch::Tensor& co
                                const torch::Tensor& context, int64_t span, double scale, int64_t nh, int64_t nkv,
                                int64_t window, int max_splits) {
 #ifdef QUARTET_WITH_DEVICE_KERNELS
-  QUARTET_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0, "attend_paged_qkv: heads must be a multiple of the KV heads");
-  const int64_t g = nh / nkv, hd = k_pool.dim() == 4 ? k_pool.size(3) : 0;
-  QUARTET_CHECK(qkv.is_cuda() && qkv.scalar_type() == torch::kBFloat16 && attend_paged_supports(qkv.scalar_type(), g, hd),
-                "attend_paged_qkv: needs bfloat16 heads of 128 with 1, 2, 4 or 8 query heads per KV head");
-  const int64_t B = qkv.size(0);
-  QUARTET_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd && qkv.is_contiguous(),
-                "attend_paged_qkv: qkv must be contiguous [B, (nh + 2 nkv) hd]");
-  for (const auto* t : {&cos, &sin_signed})
-    QUARTET_CHECK(t->defined() && t->device() == qkv.device() && t->scalar_type() == qkv.scalar_type() &&
-                      t->is_contiguous() && t->numel() == B * hd,
-                  "attend_paged_qkv: cos and sin_signed must be contiguous [B, hd] like qkv");
+  const int64_t hd = k_pool.dim() == 4 ? k_pool.size(3) : 0, g = nh / std::max<int64_t>(nkv, 1);
+  const int64_t B = check_fused_qkv("attend_paged_qkv", qkv, cos, sin_signed, nh, nkv, hd);
   for (const auto* p : {&k_pool, &v_pool})
     QUARTET_CHECK(p->device() == qkv.device() && p->scalar_type() == qkv.scalar_type() && p->is_contiguous() &&
                       p->dim() == 4 && p->size(2) == nkv && p->sizes() == k_pool.sizes(),

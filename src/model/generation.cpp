@@ -5,14 +5,8 @@
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <deque>
 #include <limits>
-
-#ifdef QUARTET_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -158,35 +152,19 @@ struct Outputs {
 // count bounds the rows live then: a batch cut to it keeps every live row. The steps a check
 // is taken and acted on depend on k alone, so runs repeat.
 struct Check {
-  int64_t due = 0;     // the step it is acted on
-  torch::Tensor live;  // the count (pinned host memory on CUDA)
-#ifdef QUARTET_WITH_CUDA
-  at::cuda::CUDAEvent landed;
-#endif
+  int64_t due = 0;  // the step it is acted on
+  HostCopy live;    // the count
 };
 
 // The count of live rows, on its way to the host, to be acted on at step `due`.
-Check start_check(const DecodeState& st, int64_t due, torch::Device dev) {
-  Check c;
-  c.due = due;
-  c.live = torch::empty({}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
-  c.live.copy_(st.done.narrow(0, 0, st.rows).logical_not().sum(), /*non_blocking=*/true);
-#ifdef QUARTET_WITH_CUDA
-  if (dev.is_cuda()) c.landed.record(c10::cuda::getCurrentCUDAStream(dev.index()));
-#endif
-  return c;
+Check start_check(const DecodeState& st, int64_t due) {
+  return Check{due, HostCopy(st.done.narrow(0, 0, st.rows).logical_not().sum())};
 }
 
 // Acts on a check: false when no row is live (decoding stops); else the batch is cut to the
 // live rows' power-of-two bucket when that is smaller.
-bool act_on_check(Check c, DecodeState& st, const SamplingParams& params, Outputs& out, GenerationStats& stats,
-                  torch::Device dev) {
-#ifdef QUARTET_WITH_CUDA
-  if (dev.is_cuda()) c.landed.synchronize();
-#else
-  (void)dev;
-#endif
-  const int64_t live = c.live.item<int64_t>();
+bool act_on_check(Check c, DecodeState& st, const SamplingParams& params, Outputs& out, GenerationStats& stats) {
+  const int64_t live = c.live.wait().item<int64_t>();
   stats.checks += 1;
   if (live == 0) return false;
   const int64_t rows = next_power_of_two(live);
@@ -200,17 +178,16 @@ bool act_on_check(Check c, DecodeState& st, const SamplingParams& params, Output
 
 // Decoding steps 1 .. N-1 (the prompt's pass gave the first token), with the host's checks.
 void decode_steps(Transformer& model, DecodeState& st, const SamplingParams& params, at::Generator& gen,
-                  StepGraphs& graphs, int64_t T, int64_t N, int64_t L, Outputs& out, GenerationStats& stats,
-                  torch::Device dev) {
+                  StepGraphs& graphs, int64_t T, int64_t N, int64_t L, Outputs& out, GenerationStats& stats) {
   const bool stops = !params.stop_ids.empty();
   std::deque<Check> checks;
   for (int64_t k = 1; k < N; ++k) {
     if (stops && k > params.min_new_tokens && k % params.check_every == 0)
-      checks.push_back(start_check(st, k + params.check_lag, dev));
+      checks.push_back(start_check(st, k + params.check_lag));
     if (!checks.empty() && checks.front().due == k) {
       Check c = std::move(checks.front());
       checks.pop_front();
-      if (!act_on_check(std::move(c), st, params, out, stats, dev)) break;
+      if (!act_on_check(std::move(c), st, params, out, stats)) break;
     }
     const int64_t slot = T + k - 1;  // where this step's token goes
     const int64_t span = std::min(L, (slot + 1 + params.span_bucket - 1) / params.span_bucket * params.span_bucket);
@@ -305,7 +282,7 @@ Generation generate(Transformer& model, const torch::Tensor& prompt, const torch
   // The prompt in one pass (slots [0, T)), then its first token.
   advance(st, prompt_logits(model, tokens, mask, st.cache, params.prompt_group), params, gen, /*move_positions=*/false);
   GenerationStats& stats = g.stats;
-  decode_steps(model, st, params, gen, graphs, T, N, L, out, stats, dev);
+  decode_steps(model, st, params, gen, graphs, T, N, L, out, stats);
   flush(st, out.tokens, out.mask, out.lengths);
   st.cache.length = L;
   if (params.keep_cache) hand_back_cache(st, stats, T, g);

@@ -151,6 +151,21 @@ void SideStream::finish(const std::vector<torch::Tensor>& handed_back) {
 #endif
 }
 
+HostCopy::HostCopy(const torch::Tensor& from)
+    : host_(torch::empty(from.sizes(), from.options().device(torch::kCPU).pinned_memory(from.is_cuda()))) {
+  host_.copy_(from, /*non_blocking=*/true);
+#ifdef QUARTET_WITH_CUDA
+  if (from.is_cuda()) landed_.record(c10::cuda::getCurrentCUDAStream(from.device().index()));
+#endif
+}
+
+const torch::Tensor& HostCopy::wait() {
+#ifdef QUARTET_WITH_CUDA
+  if (landed_.isCreated()) landed_.synchronize();
+#endif
+  return host_;
+}
+
 bool StepGraphs::run(std::pair<int64_t, int64_t> key, const std::function<void()>& body, at::Generator& gen,
                      GenerationStats& stats) {
 #ifdef QUARTET_WITH_CUDA

@@ -7,12 +7,17 @@
 
 namespace quartet {
 
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+int64_t paged_row_blocks(int64_t prompt, int64_t new_tokens, int64_t block_size) {
+  return ceil_div(prompt + new_tokens - 1, block_size);
+}
+
 int64_t paged_pool_blocks(int64_t rows, int64_t prompt, int64_t new_tokens, int64_t block_size, int64_t tokens) {
-  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  // A row writes slots 0 .. prompt + new_tokens - 2.
-  const int64_t row_blocks = ceil_div(prompt + new_tokens - 1, block_size);
   const int64_t wanted = tokens > 0 ? tokens : rows * (prompt + new_tokens);
-  return std::max(ceil_div(wanted, block_size), 2 * row_blocks + 1) + 1;
+  return std::max(ceil_div(wanted, block_size), 2 * paged_row_blocks(prompt, new_tokens, block_size) + 1) + 1;
 }
 
 BlockPool::BlockPool(int64_t blocks) : holders_(static_cast<size_t>(blocks), 0) {

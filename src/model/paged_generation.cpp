@@ -11,11 +11,6 @@
 #include <utility>
 #include <vector>
 
-#ifdef QUARTET_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "quartet/core/check.hpp"
 #include "quartet/model/generation_parts.hpp"
 #include "quartet/model/paged_cache.hpp"
@@ -83,18 +78,17 @@ torch::Tensor upload(const std::vector<T>& values, std::vector<int64_t> shape, t
   return dev.is_cuda() ? host.to(dev, /*non_blocking=*/true) : host;
 }
 
-// A prompt in the pool: its blocks hold slots [0, length - 1) (the last token is fed again by
-// each of its rows' first step), held by the prompt while any of its sequences waits.
+// A prompt in the pool: its blocks hold slots [0, length - 1) of its `length` tokens (the last
+// is fed again by each of its rows' first step), held by the prompt while any of its sequences
+// waits.
 struct ResidentPrompt {
   std::vector<int32_t> blocks;
-  int64_t length = 0;
 };
 
 // A decoding row as the host sees it.
 struct Row {
   int64_t seq = -1;    // -1: free
   int64_t start = 0;   // the step that feeds its prompt's last token (its first)
-  int64_t length = 0;  // its prompt's tokens
   std::vector<int32_t> blocks;
   bool used = false;   // has held a sequence before (admitting into it again is a refill)
 };
@@ -145,15 +139,18 @@ class Scheduler {
   int64_t span_at(int64_t k) const {
     int64_t most = 1;
     for (const Row& r : rows_)
-      if (r.seq >= 0) most = std::max(most, std::min(r.length + k - r.start, r.length + N_ - 1));
+      if (r.seq >= 0) most = std::max(most, std::min(prompt_length(r) + k - r.start, prompt_length(r) + N_ - 1));
     return std::min(max_slots_, ceil_div(most, span_bucket_) * span_bucket_);
   }
 
  private:
+  int64_t prompt_length(const Row& r) const { return lengths_[static_cast<size_t>(r.seq)]; }
+
   // Blocks row r needs for the steps before `until` (the slot a step j writes is
   // length - 1 + j - start, and no sequence writes past length + N - 2).
   int64_t blocks_until(const Row& r, int64_t until) const {
-    const int64_t last_slot = std::min(r.length - 2 + until - r.start, r.length + N_ - 2);
+    const int64_t n = prompt_length(r);
+    const int64_t last_slot = std::min(n - 2 + until - r.start, n + N_ - 2);
     return std::min(last_slot / block_size_ + 1, max_slots_ / block_size_);
   }
 
@@ -212,7 +209,6 @@ class Scheduler {
       Row row;
       row.seq = s;
       row.start = k;
-      row.length = n;
       const int64_t need = blocks_until(row, until) - shared + (resident ? 0 : ceil_div(n - 1, block_size_));
       if (need > pool_.free_blocks()) {
         QUARTET_CHECK(live_rows() > 0, "generate: the KV pool (" + std::to_string(pool_.blocks() - 1) +
@@ -221,7 +217,6 @@ class Scheduler {
       }
       if (!resident) {
         ResidentPrompt& pr = prompts_[p];
-        pr.length = n;
         for (int64_t b = 0; b < ceil_div(n - 1, block_size_); ++b) pr.blocks.push_back(pool_.take());
         if (n > 1) prefill.emplace_back(p, pr.blocks);
       }
@@ -307,8 +302,8 @@ class Scheduler {
         const Row& row = rows_[r];
         const bool held = row.seq >= 0;
         idx.push_back(static_cast<int64_t>(r));
-        const int64_t n = row.length;
-        for (int64_t v : {held ? last_[static_cast<size_t>(row.seq)] : 0, held ? n - 1 : 0, held ? n : 0, int64_t{0},
+        const int64_t n = held ? prompt_length(row) : 0;
+        for (int64_t v : {held ? last_[static_cast<size_t>(row.seq)] : 0, held ? n - 1 : 0, n, int64_t{0},
                           held ? row.seq : S})
           values.push_back(v);
       }
@@ -375,37 +370,12 @@ PagedState make_paged_state(Transformer& model, int64_t rows, int64_t max_blocks
   return st;
 }
 
-// Which rows are live, on its way to the host: taken at step `issued`, acted on at step `due`.
+// Which rows are live (their contexts), on its way to the host: taken at step `issued`, acted on
+// at step `due`.
 struct ContextCheck {
   int64_t issued = 0, due = 0;
-  torch::Tensor context;  // pinned host memory on CUDA
-#ifdef QUARTET_WITH_CUDA
-  at::cuda::CUDAEvent landed;
-#endif
+  HostCopy context;
 };
-
-ContextCheck start_check(const PagedState& st, int64_t issued, int64_t due, torch::Device dev) {
-  ContextCheck c;
-  c.issued = issued;
-  c.due = due;
-  c.context = torch::empty(st.cache.context.sizes(),
-                           torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
-  c.context.copy_(st.cache.context, /*non_blocking=*/true);
-#ifdef QUARTET_WITH_CUDA
-  if (dev.is_cuda()) c.landed.record(c10::cuda::getCurrentCUDAStream(dev.index()));
-#endif
-  return c;
-}
-
-std::vector<int64_t> read_check(ContextCheck& c, torch::Device dev) {
-#ifdef QUARTET_WITH_CUDA
-  if (dev.is_cuda()) c.landed.synchronize();
-#else
-  (void)dev;
-#endif
-  const int64_t* p = c.context.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.context.numel());
-}
 
 }  // namespace
 
@@ -420,7 +390,7 @@ Generation generate_paged(Transformer& model, const torch::Tensor& prompt, const
   const int64_t R = std::min(params.decode_rows, S), bs = params.kv_block;
   // A row writes at most slots 0 .. T + N - 2; a lone sequence always fits the pool (so
   // preemption always ends).
-  const int64_t max_blocks = ceil_div(T + N - 1, bs);
+  const int64_t max_blocks = paged_row_blocks(T, N, bs);
   const int64_t blocks = paged_pool_blocks(R, T, N, bs, params.kv_cache_tokens);
 
   SideStream side(dev);
@@ -443,12 +413,13 @@ Generation generate_paged(Transformer& model, const torch::Tensor& prompt, const
     if (!checks.empty() && checks.front().due <= k) {
       ContextCheck c = std::move(checks.front());
       checks.pop_front();
-      const auto context = read_check(c, dev);
+      const torch::Tensor& seen = c.context.wait();
+      const std::vector<int64_t> context(seen.data_ptr<int64_t>(), seen.data_ptr<int64_t>() + seen.numel());
       stats.checks += 1;
       sched.act(k, k + every + 1, &context, c.issued);
       if (sched.finished()) break;
     }
-    if (k > 0 && k % every == 0) checks.push_back(start_check(st, k, k + lag, dev));
+    if (k > 0 && k % every == 0) checks.push_back(ContextCheck{k, k + lag, HostCopy(st.cache.context)});
     QUARTET_CHECK(k < step_limit, "generate: paged decoding made no progress in " + std::to_string(k) + " steps");
     const int64_t span = sched.span_at(k);
     stats.graph_replays += graphs.run({R, span}, [&] { paged_step(model, st, span, params, gen); }, gen, stats);

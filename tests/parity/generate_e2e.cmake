@@ -32,39 +32,26 @@ endif()
 generate_matches(${DIR})
 # Stop tokens with min_new_tokens (make_generate_model.py's STOPS and MIN_NEW_TOKENS): until then
 # no stop token may be picked, as in HF's min_new_tokens.
-file(REMOVE_RECURSE ${DIR}/out_min)
-execute_process(
-  COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
-          --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
-          --set run.out=${DIR}/out_min --set rollout.stop=9,1 --set rollout.min_new_tokens=6
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "quartet generate (min_new_tokens) exited with ${rc}")
-endif()
-execute_process(
-  COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected_min.jsonl
-          ${DIR}/out_min/generations.jsonl
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generations with stop tokens and min_new_tokens differ from Hugging Face")
-endif()
+function(min_new_tokens_matches OUT WHAT)
+  file(REMOVE_RECURSE ${DIR}/${OUT})
+  execute_process(
+    COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
+            --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
+            --set run.out=${DIR}/${OUT} --set rollout.stop=9,1 --set rollout.min_new_tokens=6 ${ARGN}
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "quartet generate (${WHAT}) exited with ${rc}")
+  endif()
+  execute_process(
+    COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected_min.jsonl
+            ${DIR}/${OUT}/generations.jsonl
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "generations with stop tokens and min_new_tokens (${WHAT}) differ from Hugging Face")
+  endif()
+endfunction()
+min_new_tokens_matches(out_min "min_new_tokens")
 # The same with continuous batching over a paged cache: one row in flight (the batch's other
 # prompt waits for it) and blocks of three slots (prompts split across blocks), min_new_tokens kept
 # row by row.
-file(REMOVE_RECURSE ${DIR}/out_paged)
-execute_process(
-  COMMAND ${MPIRUN} ${QUARTET} generate ${SOURCE_DIR}/tests/decks/generate.deck
-          --set model.actor.path=${DIR}/model --set rollout.prompts=${DIR}/prompts.jsonl
-          --set run.out=${DIR}/out_paged --set rollout.stop=9,1 --set rollout.min_new_tokens=6
-          --set rollout.decode_rows=1 --set rollout.kv_block=3
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "quartet generate (paged) exited with ${rc}")
-endif()
-execute_process(
-  COMMAND ${PYTHON} ${SOURCE_DIR}/tests/parity/check_generate.py ${DIR}/expected_min.jsonl
-          ${DIR}/out_paged/generations.jsonl
-  RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "paged generations with stop tokens and min_new_tokens differ from Hugging Face")
-endif()
+min_new_tokens_matches(out_paged "paged" --set rollout.decode_rows=1 --set rollout.kv_block=3)

@@ -341,14 +341,24 @@ TEST_P(DecodeKernels, SampleRaceSameTokensAsSoftmaxRace) {
   }
 }
 
+// n draws' inputs from the logits [0, 1, 2, -inf, 0.5] in `dtype`: the row, n copies of it
+// [n, 5] and their Exp(1) race draws.
+struct Draws {
+  torch::Tensor row, logits, race;
+};
+Draws five_token_draws(int64_t n, torch::Dtype dtype) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto row = torch::tensor({0.f, 1.f, 2.f, -inf, 0.5f}).to(kCuda, dtype);
+  auto logits = row.view({1, 5}).expand({n, 5}).contiguous();
+  auto race = torch::empty({n, 5}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+  return {row, logits, race};
+}
+
 // Drawn 200,000 times from softmax([0, 1, 2, -inf, 0.5]): each frequency within 5 standard
 // deviations of its probability, and the -inf token never.
 TEST_P(DecodeKernels, SampleRaceDrawsFromTheSoftmax) {
   const int64_t n = 200000;
-  const float inf = std::numeric_limits<float>::infinity();
-  auto row = torch::tensor({0.f, 1.f, 2.f, -inf, 0.5f}).to(kCuda, dtype());
-  auto logits = row.view({1, 5}).expand({n, 5}).contiguous();
-  auto race = torch::empty({n, 5}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+  const auto [row, logits, race] = five_token_draws(n, dtype());
   auto counts = torch::bincount(quartet::sample_race(logits, race, 1.0), {}, 5).to(torch::kCPU, torch::kDouble);
   auto p = row.to(torch::kCPU, torch::kDouble).softmax(0);
   for (int i = 0; i < 5; ++i) {
@@ -409,10 +419,7 @@ TEST_P(DecodeKernels, TopPKeysFindTheNucleus) {
 // standard deviations of its renormalised probability, and no other token ever.
 TEST_P(DecodeKernels, TopPDrawsFromTheNucleus) {
   const int64_t n = 200000;
-  const float inf = std::numeric_limits<float>::infinity();
-  auto row = torch::tensor({0.f, 1.f, 2.f, -inf, 0.5f}).to(kCuda, dtype());
-  auto logits = row.view({1, 5}).expand({n, 5}).contiguous();
-  auto race = torch::empty({n, 5}, torch::TensorOptions().device(kCuda)).exponential_(1.0);
+  const auto [row, logits, race] = five_token_draws(n, dtype());
   const auto keys = quartet::top_p_keys(logits, 1.0, 0.75);
   auto counts = torch::bincount(quartet::sample_race(logits, race, 1.0, keys), {}, 5).to(torch::kCPU, torch::kDouble);
   auto p = row.to(torch::kCPU, torch::kDouble).softmax(0);

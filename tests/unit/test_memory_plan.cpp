@@ -524,6 +524,16 @@ std::vector<std::string> sets_of(const std::string& line) {
   return out;
 }
 
+// The plan's suggestion lines (each "    --set ..." or "    --ranks ..."), those naming `key` where given.
+std::vector<std::string> suggestion_lines(const std::string& error, const std::string& key = "") {
+  std::vector<std::string> out;
+  std::istringstream lines(error);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind("    --", 0) == 0 && line.find(key) != std::string::npos) out.push_back(line);
+  return out;
+}
+
 }  // namespace
 
 TEST(MemoryPlan, ADeckThatCannotFitNamesKnobsThatDo) {
@@ -544,10 +554,7 @@ TEST(MemoryPlan, ADeckThatCannotFitNamesKnobsThatDo) {
   // Every knob suggested must really make it fit; offloading the optimizer is one of them.
   EXPECT_NE(e.find("model.actor.offload_optimizer=true"), std::string::npos) << e;
   int suggestions = 0;
-  std::istringstream lines(e);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("    --", 0) != 0) continue;
+  for (const std::string& line : suggestion_lines(e)) {
     auto sets = sets_of(line);
     int world = 2;
     if (line.find("--set placement.actor=") != std::string::npos)
@@ -573,12 +580,8 @@ TEST(MemoryPlan, PackedTrainingIsAdvisedASmallerTokenBudget) {
   const std::string e = error_of([&] { check_plan(p); });
   EXPECT_NE(e.find("--set train.micro_batch_tokens="), std::string::npos) << e;
   EXPECT_EQ(e.find("--set train.micro_batch="), std::string::npos) << e;
-  std::istringstream lines(e);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.find("train.micro_batch_tokens=") == std::string::npos) continue;
+  for (const std::string& line : suggestion_lines(e, "train.micro_batch_tokens="))
     EXPECT_TRUE(make_memory_plan(parse(text, sets_of(line)), 1).fits()) << line;
-  }
 }
 
 // Paged decoding whose pool does not fit: the advice names a halved rollout.kv_cache_tokens
@@ -593,12 +596,11 @@ TEST(MemoryPlan, PagedDecodingIsAdvisedASmallerPool) {
   const std::string e = error_of([&] { check_plan(p); });
   EXPECT_NE(e.find("--set rollout.kv_cache_tokens="), std::string::npos) << e;
   EXPECT_NE(e.find("--set rollout.decode_rows="), std::string::npos) << e;
-  std::istringstream lines(e);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("    --", 0) != 0) continue;
+  for (const std::string& line : suggestion_lines(e)) {
     const size_t at = line.find("rollout.kv_cache_tokens=");
-    if (at != std::string::npos) EXPECT_GE(std::stoi(line.substr(at + 24)), 64 + 1984) << line;
+    if (at != std::string::npos) {
+      EXPECT_GE(std::stoi(line.substr(at + 24)), 64 + 1984) << line;
+    }
     EXPECT_TRUE(make_memory_plan(parse(text, sets_of(line)), 1).fits()) << line;
   }
 }

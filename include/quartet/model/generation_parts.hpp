@@ -15,6 +15,7 @@
 #include "quartet/model/generation.hpp"
 
 #ifdef QUARTET_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #endif
@@ -51,6 +52,21 @@ class SideStream {
   torch::Device dev_;
 #ifdef QUARTET_WITH_CUDA
   std::unique_ptr<c10::cuda::CUDAStreamGuard> guard_;
+#endif
+};
+
+// A device tensor on its way to the host without the host waiting (the decoders' checks): the
+// copy into pinned memory is queued on the current stream when made; wait() blocks until it has
+// landed and gives the host copy. On the CPU a plain copy.
+class HostCopy {
+ public:
+  explicit HostCopy(const torch::Tensor& from);
+  const torch::Tensor& wait();
+
+ private:
+  torch::Tensor host_;
+#ifdef QUARTET_WITH_CUDA
+  at::cuda::CUDAEvent landed_;
 #endif
 };
 

@@ -23,6 +23,10 @@ struct PagedKV {
   torch::Tensor context;
 };
 
+// The blocks of one row whose prompt has up to `prompt` tokens and which makes up to new_tokens:
+// it writes slots 0 .. prompt + new_tokens - 2 (the last new token is never fed back).
+int64_t paged_row_blocks(int64_t prompt, int64_t new_tokens, int64_t block_size);
+
 // The pool's blocks (the scratch block included) for `rows` decoding rows of prompts up to
 // `prompt` tokens and `new_tokens` new ones, in blocks of block_size: `tokens` slots (0: rows
 // whole sequences), and never fewer than one whole sequence and its prompt's blocks need, so

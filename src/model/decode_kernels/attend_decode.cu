@@ -293,6 +293,18 @@ cudaError_t launch_attend_warps_g(int g, const void* q, const void* k, const voi
 #undef QUARTET_ATTEND_WARPS
 }
 
+// The step's fused q/k/v product as attend_warps_kernel reads it (slot: the step's, or null for
+// a paged cache, whose rows each write at their own context).
+QkvSource qkv_source(const void* qkv, const void* cos, const void* sin_signed, const int64_t* slot, int nh) {
+  QkvSource src;
+  src.qkv = static_cast<const __nv_bfloat16*>(qkv);
+  src.cos = static_cast<const __nv_bfloat16*>(cos);
+  src.sin_signed = static_cast<const __nv_bfloat16*>(sin_signed);
+  src.slot = slot;
+  src.nh = nh;
+  return src;
+}
+
 // The rows and caches the register kernel reads: 16-byte aligned, every cached slot too.
 bool aligned_for_warps(const void* q, const void* k, const void* v, int64_t cache_row, int64_t cache_head) {
   return aligned16(q) && aligned16(k) && aligned16(v) && cache_row % 8 == 0 && cache_head % 8 == 0;
@@ -331,12 +343,7 @@ cudaError_t launch_attend_qkv(bool bias_f32, const void* qkv, const void* cos, c
   const int g = nkv > 0 ? nh / nkv : 0;
   if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned_for_warps(qkv, k, v, cache_row, cache_head))
     return cudaErrorInvalidValue;
-  QkvSource src;
-  src.qkv = static_cast<const __nv_bfloat16*>(qkv);
-  src.cos = static_cast<const __nv_bfloat16*>(cos);
-  src.sin_signed = static_cast<const __nv_bfloat16*>(sin_signed);
-  src.slot = slot;
-  src.nh = nh;
+  const QkvSource src = qkv_source(qkv, cos, sin_signed, slot, nh);
   // The step's slot is also the last one read (slots after it are not written yet).
   if (bias_f32)
     return launch_attend_warps_g<float>(g, qkv, k, v, bias, bias_s0, bias_s1, out, partial, B, nkv, span, cache_row,
@@ -353,11 +360,7 @@ cudaError_t launch_attend_paged_qkv(const void* qkv, const void* cos, const void
   if (!attend_in_registers(true, g, kWarpHd) || g * nkv != nh || !aligned_for_warps(qkv, k_pool, v_pool, 8, 8) ||
       block_size < 1)
     return cudaErrorInvalidValue;
-  QkvSource src;
-  src.qkv = static_cast<const __nv_bfloat16*>(qkv);
-  src.cos = static_cast<const __nv_bfloat16*>(cos);
-  src.sin_signed = static_cast<const __nv_bfloat16*>(sin_signed);
-  src.nh = nh;
+  const QkvSource src = qkv_source(qkv, cos, sin_signed, nullptr, nh);  // a paged row's slot: its context - 1
   PagedRows paged;
   paged.table = table;
   paged.table_ld = table_ld;
