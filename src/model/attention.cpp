@@ -102,7 +102,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
     k = apply_rotary(k, s.cos, s.sin, interleaved);
   }
   if (s.decoding()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
-  if (s.cu_seqlens.defined()) return project_out(packed_attention(q, k, v, s, layer));
+  if (s.cu_seqlens.defined()) {
+    if (s.fill) fill_pool(k, v, s, layer);
+    return project_out(packed_attention(q, k, v, s, layer));
+  }
   if (s.cache) {
     auto& ck = s.cache->k[static_cast<size_t>(layer)];
     auto& cv = s.cache->v[static_cast<size_t>(layer)];
@@ -184,6 +187,14 @@ torch::Tensor AttentionImpl::packed_attention(const torch::Tensor& q, const torc
                        .to(q.scalar_type()));
   }
   return torch::cat(outs, 2).transpose(1, 2).reshape({1, N, nh * hd});
+}
+
+void AttentionImpl::fill_pool(const torch::Tensor& k, const torch::Tensor& v, const Step& s, int64_t layer) {
+  const int64_t nkv = c_.num_kv_heads, hd = c_.head_dim;
+  const auto l = static_cast<size_t>(layer);
+  // [1, nkv, N, hd] -> [N, nkv, hd], the pool's slot layout.
+  s.fill->k[l].view({-1, nkv, hd}).index_copy_(0, s.fill_slots, k.squeeze(0).transpose(0, 1));
+  s.fill->v[l].view({-1, nkv, hd}).index_copy_(0, s.fill_slots, v.squeeze(0).transpose(0, 1));
 }
 
 torch::Tensor AttentionImpl::norm_q(const torch::Tensor& q) { return q_norm_ ? q_norm_(q) : q; }

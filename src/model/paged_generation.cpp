@@ -99,7 +99,7 @@ class Scheduler {
  public:
   Scheduler(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& mask, int64_t group,
             const SamplingParams& p, PagedState& st, BlockPool& pool, GenerationStats& stats)
-      : model_(model), tokens_(tokens), mask_(mask), group_(group), N_(p.max_new_tokens), pad_(p.pad_id),
+      : model_(model), tokens_(tokens), group_(group), N_(p.max_new_tokens), pad_(p.pad_id),
         span_bucket_(p.span_bucket), st_(st), pool_(pool), stats_(stats) {
     const auto lengths = mask.sum(1).to(torch::kCPU).contiguous();
     const auto last = tokens.select(1, tokens.size(1) - 1).to(torch::kCPU).contiguous();
@@ -244,38 +244,34 @@ class Scheduler {
     copy_blocks();
   }
 
-  // The prompts' forward pass (one left-padded batch, as wide as the longest), its keys and
-  // values into their blocks.
+  // The prompts' forward pass, packed (no padding, each prompt attending within itself),
+  // writing their keys and values straight into their blocks. Slots 0 .. n - 2 of a prompt of
+  // n tokens: its rows' first step feeds token n - 1.
   void run_prefill(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& prompts) {
     if (prompts.empty()) return;
     const auto dev = tokens_.device();
-    const int64_t P = static_cast<int64_t>(prompts.size()), T = tokens_.size(1);
-    std::vector<int64_t> firsts, rows, cols, slots;
-    int64_t width = 1;
-    for (const auto& [p, blocks] : prompts) width = std::max(width, lengths_[static_cast<size_t>(p * group_)]);
-    for (int64_t i = 0; i < P; ++i) {
-      const auto& [p, blocks] = prompts[static_cast<size_t>(i)];
-      const int64_t n = lengths_[static_cast<size_t>(p * group_)];
-      firsts.push_back(p * group_);
+    const int64_t T = tokens_.size(1);
+    std::vector<int64_t> at, positions, slots, lengths;  // at: flat indices into the [S, T] prompts
+    std::vector<int32_t> cu{0};
+    for (const auto& [p, blocks] : prompts) {
+      const int64_t s = p * group_, n = lengths_[static_cast<size_t>(s)];
       for (int64_t j = 0; j + 1 < n; ++j) {
-        rows.push_back(i);
-        cols.push_back(width - n + j);
+        at.push_back(s * T + T - n + j);
+        positions.push_back(j);
         slots.push_back(static_cast<int64_t>(blocks[static_cast<size_t>(j / block_size_)]) * block_size_ +
                         j % block_size_);
       }
+      lengths.push_back(n - 1);
+      cu.push_back(cu.back() + static_cast<int32_t>(n - 1));
     }
-    const auto first = upload(firsts, {P}, torch::kLong, dev);
-    KVCache once = model_->make_cache(P, width);
-    model_->next_token_logits(tokens_.index_select(0, first).narrow(1, T - width, width),
-                              mask_.index_select(0, first).narrow(1, T - width, width), &once);
-    const int64_t M = static_cast<int64_t>(slots.size());
-    const auto row_at = upload(rows, {M}, torch::kLong, dev), col_at = upload(cols, {M}, torch::kLong, dev);
-    const auto slot_at = upload(slots, {M}, torch::kLong, dev);
-    for (size_t l = 0; l < st_.cache.k.size(); ++l)
-      for (auto [pool, from] : {std::make_pair(st_.cache.k[l], once.k[l]), std::make_pair(st_.cache.v[l], once.v[l])}) {
-        auto flat = pool.view({-1, pool.size(2), pool.size(3)});
-        flat.index_copy_(0, slot_at, from.permute({0, 2, 1, 3}).index({row_at, col_at}));
-      }
+    const auto N = static_cast<int64_t>(at.size());
+    PackedSequences packed;
+    packed.ids = tokens_.reshape({-1}).index_select(0, upload(at, {N}, torch::kLong, dev)).view({1, N});
+    packed.positions = upload(positions, {1, N}, torch::kLong, dev);
+    packed.cu_seqlens = upload(cu, {static_cast<int64_t>(cu.size())}, torch::kInt, dev);
+    packed.lengths = lengths;
+    packed.max_len = *std::max_element(lengths.begin(), lengths.end());
+    model_->fill_paged(packed, st_.cache, upload(slots, {N}, torch::kLong, dev));
   }
 
   // Each admitted row's copy of its prompt's partly filled last block.
@@ -337,7 +333,7 @@ class Scheduler {
   }
 
   Transformer& model_;
-  torch::Tensor tokens_, mask_;  // [S, T] the left-padded prompts
+  torch::Tensor tokens_;  // [S, T] the left-padded prompts
   int64_t group_, N_, pad_, span_bucket_;
   PagedState& st_;
   BlockPool& pool_;

@@ -110,7 +110,28 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids, con
 }
 
 torch::Tensor TransformerImpl::packed_hidden_states(const PackedSequences& packed) {
+  Step step;
+  auto x = impl_->packed_blocks(step, packed, config_);
+  return layers::final_norm(impl_->base, x, step.carry, config_.norm_eps);
+}
+
+void TransformerImpl::fill_paged(const PackedSequences& packed, PagedKV& cache, const torch::Tensor& slots) {
   const ModelConfig& c = config_;
+  QUARTET_CHECK(static_cast<int64_t>(cache.k.size()) == c.num_layers && cache.k[0].size(2) == c.num_kv_heads &&
+                    cache.k[0].size(3) == c.head_dim,
+                "fill_paged: the paged cache was made for another model");
+  QUARTET_CHECK(slots.dim() == 1 && slots.size(0) == packed.tokens() && slots.scalar_type() == torch::kLong &&
+                    slots.device() == cache.k[0].device(),
+                "fill_paged: slots must be int64 [" + std::to_string(packed.tokens()) + "] on the cache's device");
+  torch::NoGradGuard no_grad;
+  Step step;
+  step.fill = &cache;
+  step.fill_slots = slots;
+  impl_->packed_blocks(step, packed, c);
+}
+
+torch::Tensor TransformerImpl::Impl::packed_blocks(layers::Step& step, const PackedSequences& packed,
+                                                   const ModelConfig& c) {
   QUARTET_CHECK(packed.ids.dim() == 2 && packed.ids.size(0) == 1 && packed.tokens() > 0 &&
                     packed.positions.sizes() == packed.ids.sizes() &&
                     packed.cu_seqlens.numel() == packed.sequences() + 1,
@@ -118,16 +139,14 @@ torch::Tensor TransformerImpl::packed_hidden_states(const PackedSequences& packe
   QUARTET_CHECK(c.family != Family::gpt2 || packed.max_len <= c.max_positions,
                 "Transformer: a packed sequence of " + std::to_string(packed.max_len) + " tokens, but this gpt2 model has " +
                     std::to_string(c.max_positions) + " positions (n_positions)");
-  Step step;
   step.cu_seqlens = packed.cu_seqlens;
   step.seq_lengths = packed.lengths;
   step.max_seq = packed.max_len;
   // Dynamic rotary scaling from the longest sequence, as HF takes it (the largest position + 1).
-  auto x = impl_->embed_at(step, packed.ids, packed.positions, packed.max_len, c);
-  const bool recompute = impl_->checkpointing && torch::GradMode::is_enabled();
-  step.carry = !recompute && layers::can_carry(impl_->base, x);
-  x = impl_->run_blocks(step, x, c.num_layers, recompute);
-  return layers::final_norm(impl_->base, x, step.carry, c.norm_eps);
+  auto x = embed_at(step, packed.ids, packed.positions, packed.max_len, c);
+  const bool recompute = checkpointing && torch::GradMode::is_enabled();
+  step.carry = !recompute && layers::can_carry(base, x);
+  return run_blocks(step, x, c.num_layers, recompute);
 }
 
 }  // namespace quartet

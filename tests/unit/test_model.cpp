@@ -646,6 +646,42 @@ TEST_P(CausalParity, PagedContinuousBatchingMatchesHF) {
   EXPECT_TRUE((rows != rows.narrow(1, 0, 1)).any().item<bool>()) << "every sample of a prompt came out the same";
 }
 
+// The prompts' real tokens through fill_paged (a packed pass) into a pool of 4-slot blocks at
+// scattered slots, read back from those slots; and the keys and values a left-padded pass with
+// a KVCache leaves at the same tokens. Each [layers * 2 * N, kv_heads, head_dim].
+std::pair<torch::Tensor, torch::Tensor> filled_and_padded_kv(quartet::Transformer& model, const torch::Tensor& prompt,
+                                                             const torch::Tensor& mask) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = prompt.size(0), T = prompt.size(1);
+  const auto n = mask.ne(0).sum(1).to(torch::kCPU, torch::kLong).contiguous();
+  torch::Tensor grid;
+  const auto packed =
+      quartet::pack_rows(prompt, mask, std::vector<int64_t>(n.data_ptr<int64_t>(), n.data_ptr<int64_t>() + B), &grid);
+  const int64_t N = packed.tokens(), bs = 4, blocks = N / bs + 3;
+  quartet::PagedKV pool = model->make_paged_cache(1, 1, blocks, bs);
+  torch::manual_seed(3);  // any slots outside the scratch block, out of order
+  const auto slots = (torch::randperm((blocks - 1) * bs, torch::kLong).narrow(0, 0, N) + bs).to(prompt.device());
+  model->fill_paged(packed, pool, slots);
+  auto cache = model->make_cache(B, T);
+  model->forward(prompt, mask, &cache);
+  std::vector<torch::Tensor> filled, padded;
+  for (size_t l = 0; l < pool.k.size(); ++l)
+    for (const auto& [from_pool, from_cache] : {std::make_pair(pool.k[l], cache.k[l]), std::make_pair(pool.v[l], cache.v[l])}) {
+      const int64_t nkv = from_pool.size(2), hd = from_pool.size(3);
+      filled.push_back(from_pool.view({-1, nkv, hd}).index_select(0, slots));
+      padded.push_back(from_cache.permute({0, 2, 1, 3}).reshape({B * T, nkv, hd}).index_select(0, grid));
+    }
+  return {torch::cat(filled), torch::cat(padded)};
+}
+
+// A paged decoder's prompt pass: fill_paged leaves in the pool the keys and values of the padded
+// pass with a KVCache, token for token.
+TEST_P(CausalParity, FillPagedHoldsThePaddedPassKeysAndValues) {
+  auto model = ref_->load();
+  const auto [filled, padded] = filled_and_padded_kv(model, ref_->get("gen_prompt"), ref_->get("gen_prompt_mask"));
+  EXPECT_TRUE(close(filled, padded));
+}
+
 TEST_P(CausalParity, KVCacheStepsMatchFullForward) {
   auto model = ref_->load();
   const auto prompt = ref_->get("gen_prompt"), prompt_mask = ref_->get("gen_prompt_mask");
@@ -1004,6 +1040,21 @@ TEST_P(GpuGraphs, PagedGreedyWithGraphsEqualsWithout) {
       auto b = quartet::generate(model, prompt, prompt_mask, p);
       EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << what << ": paged sampling does not repeat for a seed";
     }
+  }
+}
+
+// On a GPU, fill_paged (FlashAttention's varlen kernel in bf16) leaves the padded pass's keys
+// and values: to fp32's rounding in fp32, and within bf16's (a few of its 2^-8 steps through
+// the layers) in bf16, where a wrong slot would be off by the values' whole size.
+TEST_P(GpuGraphs, FillPagedHoldsThePaddedPassKeysAndValues) {
+  if (ref_->head != Head::causal_lm) GTEST_SKIP() << "not a causal LM";
+  const torch::Device cuda(torch::kCUDA, 0);
+  for (auto [dtype, tol] : {std::make_pair(torch::kFloat32, kRelTol), std::make_pair(torch::kBFloat16, 5e-2)}) {
+    auto model = quartet::load_model(ref_->dir, Head::causal_lm, dtype, cuda);
+    model->eval();
+    const auto [filled, padded] =
+        filled_and_padded_kv(model, ref_->get("gen_prompt").to(cuda), ref_->get("gen_prompt_mask").to(cuda));
+    EXPECT_TRUE(close(filled, padded, tol)) << (dtype == torch::kFloat32 ? "fp32" : "bf16");
   }
 }
 

@@ -54,6 +54,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const Step& s, int64_t layer);
 
+  // A packed pass that fills a paged cache (Step::fill): k and v [1, kv_heads, N, hd] into the
+  // pool at s.fill_slots.
+  void fill_pool(const torch::Tensor& k, const torch::Tensor& v, const Step& s, int64_t layer);
+
   // q [.., heads, head_dim] and k through q_norm and k_norm where the model has them (Qwen3).
   torch::Tensor norm_q(const torch::Tensor& q);
   torch::Tensor norm_k(const torch::Tensor& k);

@@ -43,6 +43,11 @@ struct Step {
   torch::Tensor cu_seqlens;
   std::vector<int64_t> seq_lengths;
   int64_t max_seq = 0;
+  // fill_paged only (a packed pass): each packed token's keys and values also go to its pool
+  // slot fill_slots[i] of `fill` (int64 [N], indices into a layer's pool seen as
+  // [blocks * block_size, kv_heads, head_dim]).
+  PagedKV* fill = nullptr;
+  torch::Tensor fill_slots;
 
   bool decoding() const { return slot.defined() || paged != nullptr; }
 };

@@ -7,7 +7,9 @@
 //   its tokens so far, allocated as it grows and returned when it ends, so memory follows the
 //   tokens in flight, not rows x the longest sequence;
 // - a prompt runs its forward pass once, when its first sequence is admitted, and its group's
-//   rows share its blocks (each row copies only the prompt's last, partly filled block);
+//   rows share its blocks (each row copies only the prompt's last, partly filled block); the
+//   prompts admitted together run one packed pass (Transformer::fill_paged) that writes their
+//   keys and values into their blocks: no padding, and no attention shape to plan per wave;
 // - when the pool cannot hold every row's next tokens, the youngest rows are stopped and put
 //   back in the queue (they restart from their prompt, as vLLM's recompute preemption).
 // Every step has static shapes (decode_rows rows; the span of the longest row, in span_bucket

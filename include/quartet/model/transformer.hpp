@@ -76,6 +76,10 @@ class TransformerImpl : public torch::nn::Module {
   // hidden_states over packed sequences (packed_sequences.hpp): [1, N, hidden], each sequence's
   // tokens as its own unpadded row would give them, to rounding.
   torch::Tensor packed_hidden_states(const PackedSequences& packed);
+  // The packed pass's keys and values into a paged cache, without the head: packed token i's
+  // go to pool slot slots[i] (int64 [N] on the device, an index into a layer's pool seen as
+  // [blocks * block_size, kv_heads, head_dim]). A paged decoder's prompts, unpadded.
+  void fill_paged(const PackedSequences& packed, PagedKV& cache, const torch::Tensor& slots);
   // The head at chosen tokens of packed hidden states [1, N, hidden]: at [M] (int64 indices
   // into N), [1, M, V] logits (causal_lm) or [1, M] values or scores (token_value, and
   // sequence_reward at each sequence's last token).
