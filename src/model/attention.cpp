@@ -103,7 +103,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Step& s, int6
   }
   if (s.decoding()) return decode_attention(q, k, v, s, layer);  // a decoding step without fused weights
   if (s.cu_seqlens.defined()) {
-    if (s.fill) fill_pool(k, v, s, layer);
+    if (s.fill)  // [1, nkv, N, hd] -> [N, nkv, hd]
+      write_pool(*s.fill, layer, s.fill_slots, k.squeeze(0).transpose(0, 1), v.squeeze(0).transpose(0, 1));
     return project_out(packed_attention(q, k, v, s, layer));
   }
   if (s.cache) {
@@ -189,12 +190,12 @@ torch::Tensor AttentionImpl::packed_attention(const torch::Tensor& q, const torc
   return torch::cat(outs, 2).transpose(1, 2).reshape({1, N, nh * hd});
 }
 
-void AttentionImpl::fill_pool(const torch::Tensor& k, const torch::Tensor& v, const Step& s, int64_t layer) {
+void AttentionImpl::write_pool(const PagedKV& cache, int64_t layer, const torch::Tensor& slots, const torch::Tensor& k,
+                               const torch::Tensor& v) {
   const int64_t nkv = c_.num_kv_heads, hd = c_.head_dim;
   const auto l = static_cast<size_t>(layer);
-  // [1, nkv, N, hd] -> [N, nkv, hd], the pool's slot layout.
-  s.fill->k[l].view({-1, nkv, hd}).index_copy_(0, s.fill_slots, k.squeeze(0).transpose(0, 1));
-  s.fill->v[l].view({-1, nkv, hd}).index_copy_(0, s.fill_slots, v.squeeze(0).transpose(0, 1));
+  cache.k[l].view({-1, nkv, hd}).index_copy_(0, slots, k);
+  cache.v[l].view({-1, nkv, hd}).index_copy_(0, slots, v);
 }
 
 torch::Tensor AttentionImpl::norm_q(const torch::Tensor& q) { return q_norm_ ? q_norm_(q) : q; }
@@ -328,15 +329,13 @@ torch::Tensor AttentionImpl::paged_attention(const torch::Tensor& q, const torch
     set_paged_decode_biases(own, cache.context, c_, q.scalar_type());
     bias = step_bias(own, layer);
   }
-  const auto l = static_cast<size_t>(layer);
-  auto pool_k = cache.k[l].view({-1, nkv, hd}), pool_v = cache.v[l].view({-1, nkv, hd});
-  pool_k.index_copy_(0, write, k.reshape({B, nkv, hd}));
-  pool_v.index_copy_(0, write, v.reshape({B, nkv, hd}));
+  write_pool(cache, layer, write, k.reshape({B, nkv, hd}), v.reshape({B, nkv, hd}));
   // The rows' slots gathered into [B, nkv, span, hd], as the contiguous cache lies.
   auto gather = [&](const torch::Tensor& pool) {
-    return pool.index_select(0, read.reshape({-1})).view({B, S, nkv, hd}).permute({0, 2, 1, 3});
+    return pool.view({-1, nkv, hd}).index_select(0, read.reshape({-1})).view({B, S, nkv, hd}).permute({0, 2, 1, 3});
   };
-  return attend_over(q.reshape({B * nkv, nh / nkv, hd}), gather(pool_k), gather(pool_v), bias, B);
+  const auto l = static_cast<size_t>(layer);
+  return attend_over(q.reshape({B * nkv, nh / nkv, hd}), gather(cache.k[l]), gather(cache.v[l]), bias, B);
 }
 
 int64_t AttentionImpl::sliding_window_of(int64_t layer) const {

@@ -246,7 +246,8 @@ class Scheduler {
 
   // The prompts' forward pass, packed (no padding, each prompt attending within itself),
   // writing their keys and values straight into their blocks. Slots 0 .. n - 2 of a prompt of
-  // n tokens: its rows' first step feeds token n - 1.
+  // n tokens: its rows' first step feeds token n - 1. Packed from the host's lengths, not by
+  // pack_rows, whose count of the mask waits for the device in the middle of decoding.
   void run_prefill(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& prompts) {
     if (prompts.empty()) return;
     const auto dev = tokens_.device();

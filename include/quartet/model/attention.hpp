@@ -54,9 +54,11 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const Step& s, int64_t layer);
 
-  // A packed pass that fills a paged cache (Step::fill): k and v [1, kv_heads, N, hd] into the
-  // pool at s.fill_slots.
-  void fill_pool(const torch::Tensor& k, const torch::Tensor& v, const Step& s, int64_t layer);
+  // Keys and values [M, kv_heads, hd] into this layer's pool of a paged cache at `slots` (int64
+  // [M] into the pool seen as [blocks * block_size, kv_heads, hd]): a paged step's token on ATen,
+  // a packed pass's prompt tokens (Step::fill).
+  void write_pool(const PagedKV& cache, int64_t layer, const torch::Tensor& slots, const torch::Tensor& k,
+                  const torch::Tensor& v);
 
   // q [.., heads, head_dim] and k through q_norm and k_norm where the model has them (Qwen3).
   torch::Tensor norm_q(const torch::Tensor& q);

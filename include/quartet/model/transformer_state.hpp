@@ -31,8 +31,8 @@ struct TransformerImpl::Impl {
   // The blocks in order on x: through the runner when one is installed, else checkpointed
   // (recompute) or directly.
   torch::Tensor run_blocks(const layers::Step& step, torch::Tensor x, int64_t num_layers, bool recompute);
-  // A packed pass's blocks (packed_sequences.hpp) with the step's packed fields set: the
-  // hidden states [1, N, hidden] before the final norm (carried, where step.carry).
+  // A packed pass's blocks (packed_sequences.hpp): sets the step's packed fields, rotary tables
+  // and carry, and returns the hidden states [1, N, hidden] before the final norm.
   torch::Tensor packed_blocks(layers::Step& step, const PackedSequences& packed, const ModelConfig& c);
   // A decoding step's blocks on tokens ids [B] at positions [B] (rotary tables from inv_freq,
   // undefined for learned positions), the step's cache and biases set: final-normed hidden
