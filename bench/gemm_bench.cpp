@@ -7,7 +7,8 @@
 //        [--algos 32] [--calls 200]
 // The weights rotate through copies that together exceed the L2 cache (50 MB on an H200), so
 // no product finds its weight there, as in a decoding step that walks 16 layers.
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

@@ -21,7 +21,8 @@
 // live rows' real tokens (each row's own prompt, its steps until its stop), as
 // postprocess/iteration_table.py does: padding and finished rows read are waste there. The
 // greedy tokens with graphs must equal those without: the program exits 1 otherwise.
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

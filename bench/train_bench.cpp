@@ -9,7 +9,7 @@
 // bf16's 790 TFLOP/s measured on one H200. "comm alone" is every all-gather and reduce-scatter
 // of one step issued back to back with nothing else running; "hidden" is the share of it the
 // sharded step did not add to the unsharded step's time (same per-rank work).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>
@@ -107,7 +107,7 @@ Result train(const Args& a, Collectives& group, torch::Device device) {
       for (int m = 0; m < a.accum; ++m) {
         auto logits = model.forward(ids, mask);
         auto lp = logits.narrow(1, 0, a.seq - 1).reshape({-1, a.vocab}).to(torch::kFloat32);
-        auto loss = torch::nn::functional::cross_entropy(lp, ids.narrow(1, 1, a.seq - 1).reshape({-1})) / a.accum;
+        auto loss = torch::cross_entropy_loss(lp, ids.narrow(1, 1, a.seq - 1).reshape({-1})) / a.accum;
         model.backward(loss);
       }
       opt.step();

@@ -14,7 +14,7 @@ are the sorted digits ("1378") and corruptions of them:
   drop     one digit left out
   extra    one digit added, in sorted place
   replace  one digit changed to another, in sorted place
-Each response is scored as `model.reward.kind = rule:sort_digits` scores it (rl/rule_rewards.cpp:
+Each response is scored as `model.reward.kind = rule:sort_digits` scores it (rl/rewards/rule_rewards.cpp:
 1 for the exact answer, else partial credit for characters in place, characters in common, and
 digits), and the better one of a pair is the chosen one. The first pair of a prompt sets the
 exact answer against a corruption; the others set two responses apart whose scores differ by at
@@ -27,11 +27,11 @@ import json
 import random
 import sys
 
-IN_PLACE, COMMON, DIGITS = 0.6, 0.25, 0.15  # rl/rule_rewards.cpp's partial credit
+IN_PLACE, COMMON, DIGITS = 0.6, 0.25, 0.15  # rl/rewards/rule_rewards.cpp's partial credit
 
 
 def rule_score(answer, got):
-    """rule:sort_digits of `got` against the exact `answer` (rl/rule_rewards.cpp RuleReward::score)."""
+    """rule:sort_digits of `got` against the exact `answer` (rl/rewards/rule_rewards.cpp RuleReward::score)."""
     got = got.split("\n", 1)[0]
     if not got:
         return 0.0

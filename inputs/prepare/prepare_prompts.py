@@ -112,7 +112,7 @@ def python_text(path):
 
 
 def template_from_files(model_dir):
-    """The chat template by the rules quartet's C++ side uses (model/chat_template.hpp):
+    """The chat template by the rules quartet's C++ side uses (model/tokenizer/chat_template.hpp):
     (text, source) or (None, None). Checked against transformers' own choice."""
     for name in ("chat_templates/default.jinja", "chat_template.jinja"):
         path = os.path.join(model_dir, name)
@@ -191,7 +191,7 @@ class Model:
 # ---- the reward model's rendering --------------------------------------------------------------
 
 REPLY = "QUARTET-REPLY-5f0c"  # stands for the completion in the rendered conversation
-# What a template may do to the reply's text that train does too (rl/reward_retokenizer.hpp):
+# What a template may do to the reply's text that train does too (rl/rewards/reward_retokenizer.hpp):
 # Jinja's trim is Python's str.strip(); Qwen3's templates lstrip newlines.
 TRANSFORMS = {"none": lambda t: t, "strip": str.strip, "lstrip_newlines": lambda t: t.lstrip("\n")}
 PROBES = [" \n a reply \t", "\n\na reply\n", "a reply"]

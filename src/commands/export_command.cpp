@@ -18,10 +18,10 @@
 #include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/checkpoint_summary.hpp"
 #include "quartet/io/sharded_h5.hpp"
-#include "quartet/model/builtin_tokenizer_files.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/safetensors.hpp"
+#include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
 #include "quartet/model/transformer.hpp"
 
 namespace quartet {

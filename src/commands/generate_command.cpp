@@ -12,7 +12,7 @@
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 #include "quartet/model/weight_map.hpp"
 
 namespace quartet {

@@ -4,11 +4,11 @@
 #include <sstream>
 
 #include "quartet/core/check.hpp"
-#include "quartet/core/hf_cache.hpp"
 #include "quartet/core/files.hpp"
-#include "quartet/model/builtin_tokenizer_files.hpp"
+#include "quartet/core/hf_cache.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 
 namespace quartet {
 

@@ -107,4 +107,11 @@ void Collectives::barrier() {
   do_barrier(describe("barrier", nullptr));
 }
 
+torch::Tensor summed_over(Collectives* group, torch::Tensor stats) {
+  if (!group) return stats;
+  auto on_group = stats.to(group->device()).contiguous();
+  group->all_reduce(on_group, ReduceOp::sum);
+  return on_group.to(stats.device());
+}
+
 }  // namespace quartet

@@ -3,7 +3,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/sha256.hpp"
-#include "quartet/model/builtin_tokenizer_files.hpp"
+#include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
 
 namespace quartet {
 

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/file.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,8 +82,7 @@ H5 open_serial(const std::string& path, unsigned flags) {
 // Rows of a per-token tensor padded to `A` actions (right) and, for sequences, `P` prompt
 // tokens (left): every rank's hyperslab then has the group's common shape.
 torch::Tensor pad_to(const torch::Tensor& t, int64_t left, int64_t right) {
-  namespace F = torch::nn::functional;
-  return F::pad(t, F::PadFuncOptions({left, right}));
+  return torch::constant_pad_nd(t, {left, right});
 }
 
 // The group of an iteration's rollouts under /rollouts: the iteration, %06lld.

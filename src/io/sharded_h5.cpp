@@ -1,6 +1,6 @@
 #include "quartet/io/sharded_h5.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <numeric>

@@ -1,6 +1,6 @@
 #include "quartet/model/attention.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <optional>

@@ -1,6 +1,6 @@
 #include "quartet/model/attention_masks.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <limits>

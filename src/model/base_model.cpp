@@ -1,6 +1,6 @@
 #include "quartet/model/base_model.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include "quartet/model/block.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <tuple>
 

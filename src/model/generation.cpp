@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include <ATen/core/Generator.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <deque>
 #include <limits>

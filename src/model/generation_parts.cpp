@@ -1,6 +1,6 @@
 #include "quartet/model/generation_parts.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 #include "quartet/model/layers.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

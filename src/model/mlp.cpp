@@ -1,6 +1,6 @@
 #include "quartet/model/mlp.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/packed_linear.hpp"

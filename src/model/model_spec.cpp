@@ -1,6 +1,6 @@
 #include "quartet/model/model_spec.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"

@@ -1,7 +1,7 @@
 #include "quartet/model/packed_linear.hpp"
 
 #include <torch/autograd.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"

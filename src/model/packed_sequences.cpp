@@ -1,6 +1,6 @@
 #include "quartet/model/packed_sequences.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <string>

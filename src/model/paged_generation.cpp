@@ -1,6 +1,6 @@
 #include "quartet/model/paged_generation.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <deque>

@@ -1,6 +1,6 @@
 #include "quartet/model/transformer.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

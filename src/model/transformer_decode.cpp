@@ -1,6 +1,6 @@
 // One decoding step with static shapes (TransformerImpl::decode_step, decode_step_paged), the
 // form a CUDA graph can capture (model/generation.hpp, model/paged_generation.hpp).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <tuple>
 

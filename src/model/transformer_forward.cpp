@@ -1,6 +1,6 @@
 // The forward pass over whole sequences (TransformerImpl::hidden_states), with or without a
 // KV cache.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,6 @@
 // Hugging Face naming, loading and saving of a Transformer: architecture names, the state under
 // HF's parameter names, config.json + safetensors in and out.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cerrno>

@@ -1,18 +1,17 @@
 #include "quartet/rl/advantages.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "quartet/core/check.hpp"
-#include "quartet/rl/shape_checks.hpp"
+#include "quartet/engine/shape_checks.hpp"
 
 namespace quartet {
 
 namespace {
-
 
 void check_bt(const char* fn, const char* name, const torch::Tensor& t) {
   QUARTET_CHECK(t.defined() && t.dim() == 2,
@@ -28,15 +27,6 @@ torch::Tensor as_bool(const torch::Tensor& mask) {
 
 torch::Tensor masked_float(const torch::Tensor& x, const torch::Tensor& keep) {
   return torch::where(keep, x.to(torch::kFloat32), torch::zeros({}, x.options().dtype(torch::kFloat32)));
-}
-
-// Moves a small statistics tensor to where the group's backend works (a no-op when the data
-// already lives there) and sums it over the group.
-torch::Tensor all_reduce_sum(torch::Tensor stats, Collectives* group) {
-  if (!group) return stats;
-  auto on_group = stats.to(group->device()).contiguous();
-  group->all_reduce(on_group, ReduceOp::sum);
-  return on_group.to(stats.device());
 }
 
 }  // namespace
@@ -245,7 +235,7 @@ SumCount masked_sum_count(const torch::Tensor& x, const torch::Tensor& keep, Col
   auto s = torch::where(keep, x64, torch::zeros({}, x64.options())).sum();
   auto c = keep.sum().to(torch::kFloat64);
   if (!group) return {s, c};
-  auto both = all_reduce_sum(torch::stack({s.detach(), c}), group);
+  auto both = summed_over(group, torch::stack({s.detach(), c}));
   return {both[0], both[1]};
 }
 
@@ -275,41 +265,13 @@ torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& mask, C
   auto mean = sc.sum / n;
   auto centred = x64 - mean;
   auto ss = torch::where(keep, centred.square(), zero).sum();
-  ss = all_reduce_sum(ss.reshape({1}), group).reshape({});
+  ss = summed_over(group, ss.reshape({1})).reshape({});
   // Population variance (divide by n, no Bessel correction), as OpenRLHF's advantage
   // normalisation and masked_normalize do: the batch is the whole population being rescaled.
   auto var = ss / n;
   auto w = centred * torch::rsqrt(var + eps);
   if (!shift_mean) w = w + mean;  // keep the mean, rescale the spread around it (trl's whiten)
   return torch::where(keep, w, zero).to(x.is_floating_point() ? x.scalar_type() : torch::kFloat32);
-}
-
-void RunningMoments::update(const torch::Tensor& x, Collectives* group) {
-  QUARTET_CHECK(x.defined(), "RunningMoments::update: x is undefined");
-  torch::NoGradGuard no_grad;
-  auto x64 = x.reshape({-1}).to(torch::kFloat64);
-  // The batch's count, mean and centred sum of squares over the whole group (two passes, as in
-  // masked_whiten), then Chan et al.'s pairwise combination with the running state.
-  auto cs = all_reduce_sum(torch::stack({torch::full({}, double(x64.numel()), x64.options()), x64.sum()}), group);
-  const double n_b = cs[0].item<double>();
-  if (n_b == 0) return;  // nothing seen anywhere: the state stays as it is
-  const double mean_b = cs[1].item<double>() / n_b;
-  auto ss = all_reduce_sum((x64 - mean_b).square().sum().reshape({1}), group);
-  const double m2_b = ss[0].item<double>();
-
-  const double n_a = count, n = n_a + n_b;
-  const double delta = mean_b - mean;
-  // var is the population variance of everything seen; M2 = var * count.
-  const double m2 = var * n_a + m2_b + delta * delta * n_a * n_b / n;
-  mean += delta * n_b / n;
-  var = m2 / n;
-  count = n;
-}
-
-torch::Tensor RunningMoments::normalise(const torch::Tensor& x) const {
-  // std of everything seen (population), floored so a constant history does not divide by 0.
-  const double std = std::max(std::sqrt(var), 1e-8);
-  return (x.to(torch::kFloat32) - mean) / std;
 }
 
 void KlController::update(double kl, double samples) {

@@ -1,6 +1,6 @@
 #include "quartet/rl/dynamic_sampling.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
 #include "quartet/rl/evaluator.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 
 #include "quartet/core/check.hpp"
-#include "quartet/rl/phase_clock.hpp"
+#include "quartet/engine/phase_clock.hpp"
 #include "quartet/rl/rollout_generator.hpp"
 
 namespace quartet {

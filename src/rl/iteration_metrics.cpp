@@ -84,14 +84,6 @@ double IterationMetrics::kl_per_sequence() const { return kl_sum / std::max(1.0,
 double IterationMetrics::response_length() const { return length_sum / std::max(1.0, score_count); }
 double IterationMetrics::tokens_per_second() const { return length_sum / std::max(1e-9, iteration_seconds); }
 
-std::string duration_text(double s) {
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
-
 std::string IterationMetrics::log_line(int iteration, int iterations, const AlgorithmSpec& algorithm,
                                        double eta_seconds) const {
   std::string line;

@@ -1,6 +1,6 @@
 #include "quartet/rl/overlong.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/core/check.hpp"
 

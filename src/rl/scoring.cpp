@@ -1,15 +1,14 @@
 #include "quartet/rl/scoring.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/dist/exchange.hpp"
 
 namespace quartet {
 
 torch::Tensor cat_actions(const std::vector<torch::Tensor>& parts, int64_t actions) {
-  namespace F = torch::nn::functional;
   std::vector<torch::Tensor> padded;
-  for (const auto& p : parts) padded.push_back(F::pad(p, F::PadFuncOptions({0, actions - p.size(1)})));
+  for (const auto& p : parts) padded.push_back(torch::constant_pad_nd(p, {0, actions - p.size(1)}));
   return torch::cat(padded);
 }
 

@@ -6,7 +6,7 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/user_code_rewards.hpp"
+#include "quartet/rl/rewards/user_code_rewards.hpp"
 
 namespace quartet {
 
@@ -62,7 +62,7 @@ void check_roles(const Config& cfg, const Placement& placement) {
     const std::string why = disjoint ? "gives the critic ranks" : "is not 0, so colocated placement puts a critic on every rank";
     deck.fail("placement.critic", why + ", but " + algorithm + " has no critic: set it to 0");
   }
-  // The text rewards themselves are made, and refused by name, by rl/reward_terms.hpp.
+  // The text rewards themselves are made, and refused by name, by rl/rewards/reward_terms.hpp.
   for (const std::string& kind : user_code_kinds(cfg)) check_reward_call_fits_watchdog(cfg, kind);
   const std::string reward = cfg.rewards.terms.empty() ? "model.reward.kind is " + cfg.reward.kind
                                                        : std::string("reward.terms has no model term");

@@ -1,6 +1,6 @@
 #include "quartet/rl/trainer.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,11 +9,16 @@
 
 #include "quartet/core/build_info.hpp"
 #include "quartet/core/check.hpp"
+#include "quartet/core/duration.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/engine/phase_clock.hpp"
+#include "quartet/engine/running_moments.hpp"
+#include "quartet/engine/stop_control.hpp"
+#include "quartet/engine/training_checkpoint.hpp"
 #include "quartet/io/run_file.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/dynamic_sampling.hpp"
@@ -22,15 +27,12 @@
 #include "quartet/rl/iteration_record.hpp"
 #include "quartet/rl/model_parking.hpp"
 #include "quartet/rl/overlong.hpp"
-#include "quartet/rl/phase_clock.hpp"
-#include "quartet/rl/reward_retokenizer.hpp"
+#include "quartet/rl/rewards/reward_retokenizer.hpp"
+#include "quartet/rl/rewards/reward_samples.hpp"
+#include "quartet/rl/rewards/reward_terms.hpp"
 #include "quartet/rl/rollout_generator.hpp"
-#include "quartet/rl/reward_samples.hpp"
-#include "quartet/rl/reward_terms.hpp"
 #include "quartet/rl/scoring.hpp"
-#include "quartet/rl/stop_control.hpp"
 #include "quartet/rl/train_checks.hpp"
-#include "quartet/rl/training_checkpoint.hpp"
 #include "quartet/shard/memory_plan.hpp"
 
 namespace quartet {
@@ -107,7 +109,7 @@ class Trainer {
   void write_checkpoint(int64_t iterations_done, const std::string& why);
   void report_memory();
   std::vector<std::string> decode_completions(const RolloutBatch& b) const;
-  // What generation samples from (rl/experience.hpp): the actor's and the reference's
+  // What generation samples from (engine/experience.hpp): the actor's and the reference's
   // log-probs are taken over it, so that the ratio and the KL compare like with like.
   SamplingView sampling_view() const {
     return {tokenizer_->vocab_size(), cfg_.rollout.temperature > 0 ? cfg_.rollout.temperature : 1.0};

@@ -1,17 +1,17 @@
 #include "quartet/rl/updates.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "quartet/core/check.hpp"
+#include "quartet/engine/lr_schedule.hpp"
+#include "quartet/engine/packed_rollouts.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/algorithm.hpp"
 #include "quartet/rl/losses.hpp"
-#include "quartet/rl/lr_schedule.hpp"
-#include "quartet/rl/packed_rollouts.hpp"
 #include "quartet/shard/step_graph.hpp"
 
 namespace quartet {
@@ -196,7 +196,10 @@ torch::Tensor step_denominators(const torch::Tensor& weights, const torch::Tenso
 }
 
 // The phase's sources of the policy update, by slot.
-enum PolicySource { kSeq, kAttn, kActions, kOldLogp, kAdvantages, kRefLogp, kLossMask, kDenominator, kPolicySources };
+enum PolicySource {
+  kSourceSeq, kSourceAttn, kSourceActions, kSourceOldLogp, kSourceAdvantages, kSourceRefLogp, kSourceLossMask,
+  kSourceDenominator, kPolicySources
+};
 
 // The policy's loss on one micro-batch (rows `i` of the phase's sources, PolicySource), and its
 // statistics in Slot order. Every term of the policy loss is formed here, each aggregated over
@@ -205,22 +208,22 @@ std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmC
                                               bool kl_loss_term, const SamplingView& view, PaddingLayout padding,
                                               bool packed, const std::vector<torch::Tensor>& src, const torch::Tensor& i) {
   if (i.numel() == 0) return empty_turn(*actor.model);
-  const RolloutBatch b = select_rows(RolloutBatch{src[kSeq], src[kAttn], src[kActions]}, i);
-  auto mask = src[kLossMask].index_select(0, i).to(torch::kFloat32);
-  LossAggregation agg{al.loss_agg_mode, agg_norm, src[kDenominator].index_select(0, i).narrow(0, 0, 1).reshape({})};
+  const RolloutBatch b = select_rows(RolloutBatch{src[kSourceSeq], src[kSourceAttn], src[kSourceActions]}, i);
+  auto mask = src[kSourceLossMask].index_select(0, i).to(torch::kFloat32);
+  LossAggregation agg{al.loss_agg_mode, agg_norm, src[kSourceDenominator].index_select(0, i).narrow(0, 0, 1).reshape({})};
   PolicyLossOptions options{al.policy_loss, al.clip_low, al.clip_high, al.clip_ratio_c};
   std::vector<torch::Tensor> out(kSlots);
   torch::Tensor entropy;
   auto logp = packed ? action_logprobs_packed(*actor.model, b, view, &entropy)
                      : action_logprobs(*actor.model, b, view, &entropy, padding);
-  auto pl = policy_loss(logp, src[kOldLogp].index_select(0, i), src[kAdvantages].index_select(0, i), mask, options, agg);
+  auto pl = policy_loss(logp, src[kSourceOldLogp].index_select(0, i), src[kSourceAdvantages].index_select(0, i), mask, options, agg);
   auto loss = pl.loss;
   // The entropy is logged either way (a softmax over the logits the log-probs came from); it
   // is a loss term, with its gradient, only with a coefficient.
   out[kEntropy] = masked_mean(entropy.detach(), mask);
   if (al.entropy_coef > 0) loss = loss - al.entropy_coef * aggregate_loss(entropy, mask, agg);
   if (kl_loss_term) {
-    out[kKl] = kl_loss(logp, src[kRefLogp].index_select(0, i), mask, al.kl_loss_estimator, agg);
+    out[kKl] = kl_loss(logp, src[kSourceRefLogp].index_select(0, i), mask, al.kl_loss_estimator, agg);
     loss = loss + al.kl_coef * out[kKl];
   }
   out[kLoss] = loss;
@@ -243,13 +246,13 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   const RolloutBatch batch = on_device(tg.batch, dev);
   const torch::Tensor loss_mask = tg.loss_mask.defined() ? tg.loss_mask.to(dev) : batch.action_mask;
   std::vector<torch::Tensor> sources(kPolicySources);
-  sources[kSeq] = batch.sequences;
-  sources[kAttn] = batch.attention_mask;
-  sources[kActions] = batch.action_mask;
-  sources[kOldLogp] = tg.old_logp.to(dev);
-  sources[kAdvantages] = tg.advantages.to(dev);
-  if (kl_loss_term) sources[kRefLogp] = tg.ref_logp.to(dev);
-  sources[kLossMask] = loss_mask;
+  sources[kSourceSeq] = batch.sequences;
+  sources[kSourceAttn] = batch.attention_mask;
+  sources[kSourceActions] = batch.action_mask;
+  sources[kSourceOldLogp] = tg.old_logp.to(dev);
+  sources[kSourceAdvantages] = tg.advantages.to(dev);
+  if (kl_loss_term) sources[kSourceRefLogp] = tg.ref_logp.to(dev);
+  sources[kSourceLossMask] = loss_mask;
   const torch::Tensor weights = aggregation_weights(loss_mask, al.loss_agg_mode);
   Collectives& group = actor.model->group();
   const SamplingView view = tg.view;

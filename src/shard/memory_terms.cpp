@@ -248,7 +248,7 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
           : rb * T;
   t.push_back({"kv cache", r, u64(kv_token * kv_slots), Where::device});
   // rollout.reuse_prompt_cache: the old log-probs' pass continues from the cache in this phase
-  // (rl/experience.hpp score_logprobs_on_cache), with the new tokens' activations and logits,
+  // (engine/experience.hpp score_logprobs_on_cache), with the new tokens' activations and logits,
   // where larger than the prompt's forward and a decoding step's.
   const double P = static_cast<double>(s.prompt), A = T - P, V = static_cast<double>(c.vocab_size);
   const bool on_cache = cfg.rollout.reuse_prompt_cache;

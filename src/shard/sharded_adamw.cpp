@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <map>

@@ -2,7 +2,7 @@
 
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <functional>
 #include <map>

@@ -1,6 +1,6 @@
 #include "quartet/shard/step_graph.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <utility>

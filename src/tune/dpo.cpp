@@ -1,6 +1,6 @@
 #include "quartet/tune/dpo.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,15 +8,15 @@
 #include <memory>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/duration.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/engine/phase_clock.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/rl/iteration_metrics.hpp"
-#include "quartet/rl/pair_scoring.hpp"
-#include "quartet/rl/phase_clock.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/tune/dpo_eval.hpp"
 #include "quartet/tune/dpo_reference.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/stage.hpp"
 #include "quartet/tune/stage_deck.hpp"

@@ -1,6 +1,6 @@
 #include "quartet/tune/dpo_batches.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -1,12 +1,12 @@
 #include "quartet/tune/dpo_eval.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdio>
 
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/rl/pair_scoring.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 
 namespace quartet {
 

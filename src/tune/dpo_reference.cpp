@@ -1,9 +1,9 @@
 #include "quartet/tune/dpo_reference.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/rl/pair_scoring.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 
 namespace quartet {
 

@@ -1,11 +1,11 @@
 #include "quartet/tune/pair_stage.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 
 #include "quartet/core/check.hpp"
-#include "quartet/rl/experience.hpp"
+#include "quartet/engine/experience.hpp"
 
 namespace quartet {
 

@@ -1,17 +1,17 @@
 #include "quartet/tune/rm.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <memory>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/rl/pair_losses.hpp"
-#include "quartet/rl/pair_scoring.hpp"
-#include "quartet/rl/role_models.hpp"
+#include "quartet/tune/pair_losses.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 #include "quartet/tune/pair_stage.hpp"
 #include "quartet/tune/rm_eval.hpp"
 #include "quartet/tune/stage.hpp"

@@ -1,12 +1,12 @@
 #include "quartet/tune/rm_eval.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/rl/pair_losses.hpp"
-#include "quartet/rl/pair_scoring.hpp"
+#include "quartet/tune/pair_losses.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 #include "quartet/tune/pair_stage.hpp"
 
 namespace quartet {

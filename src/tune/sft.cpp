@@ -1,14 +1,14 @@
 #include "quartet/tune/sft.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <memory>
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/tune/sft_batches.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/sft_eval.hpp"

@@ -1,11 +1,11 @@
 #include "quartet/tune/sft_batches.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 
 #include "quartet/core/kernel_switch.hpp"
-#include "quartet/rl/losses.hpp"
+#include "quartet/engine/token_logprobs.hpp"
 
 namespace quartet {
 

@@ -1,12 +1,12 @@
 #include "quartet/tune/sft_eval.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdio>
 
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/rl/experience.hpp"
+#include "quartet/engine/experience.hpp"
 #include "quartet/tune/sft_batches.hpp"
 
 namespace quartet {

@@ -1,6 +1,6 @@
 #include "quartet/tune/stage.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,18 +10,18 @@
 
 #include "quartet/core/build_info.hpp"
 #include "quartet/core/check.hpp"
+#include "quartet/core/duration.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/engine/experience.hpp"
+#include "quartet/engine/lr_schedule.hpp"
+#include "quartet/engine/phase_clock.hpp"
+#include "quartet/engine/prompt_sampler.hpp"
+#include "quartet/engine/stop_control.hpp"
+#include "quartet/engine/training_checkpoint.hpp"
 #include "quartet/io/run_file.hpp"
-#include "quartet/rl/experience.hpp"
-#include "quartet/rl/iteration_metrics.hpp"
-#include "quartet/rl/lr_schedule.hpp"
-#include "quartet/rl/phase_clock.hpp"
-#include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/stop_control.hpp"
-#include "quartet/rl/training_checkpoint.hpp"
 #include "quartet/shard/memory_plan.hpp"
 #include "quartet/tune/stage_clock.hpp"
 #include "quartet/tune/stage_metrics.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "quartet/dist/device_memory.hpp"
-#include "quartet/rl/phase_clock.hpp"
+#include "quartet/engine/phase_clock.hpp"
 
 namespace quartet {
 

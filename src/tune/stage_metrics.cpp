@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "quartet/core/duration.hpp"
 #include "quartet/dist/watched_mpi.hpp"
-#include "quartet/rl/iteration_metrics.hpp"
 
 namespace quartet {
 

@@ -15,7 +15,7 @@ and a Parquet file of chats. Checked:
   - raw rows: the prompt with the tokenizer's BOS, each reply without it and with the EOS
     (--no-eos: without); HH transcripts cut after their last "Assistant:";
   - bad rows refused by file and line (--on-error fail) or counted (skip);
-  - quartet (pairs_probe: rl/pair_dataset.hpp) reads the prepared ids as written, refuses the
+  - quartet (pairs_probe: tune/pair_dataset.hpp) reads the prepared ids as written, refuses the
     file for another tokenizer or template and an id past the vocabulary, naming the file and
     line; for the built-in tokenizer of random: models, a prepared raw file gives the same ids
     as the plain file quartet tokenizes itself.

@@ -1,6 +1,6 @@
 // What quartet reads from a pairs file, for tests/data/check_prepared_pairs.py:
 //   pairs_probe FILE MODEL_DIR|builtin MAX_TOKENS
-// reads FILE with rl/pair_dataset.hpp, with the tokenizer of MODEL_DIR (or the built-in one) and
+// reads FILE with tune/pair_dataset.hpp, with the tokenizer of MODEL_DIR (or the built-in one) and
 // the refusal of a prepared file made for another tokenizer or template, and prints one JSON
 // object: {"prepared": bool, "pairs": [{"where", "prompt", "chosen", "rejected", "margin"}, ...]}.
 // A refusal is printed to stderr, exit status 1.
@@ -11,8 +11,8 @@
 
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/model/tokenizer.hpp"
-#include "quartet/rl/pair_dataset.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
+#include "quartet/tune/pair_dataset.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -22,7 +22,7 @@
 //   llama3  Llama actor, float32, Llama 3.1's rope scaling (original_max_position_embeddings 16
 //           of max_position_embeddings 64)
 //   reward  a Llama reward model alone (sequence_reward head, role "reward"), float32, built-in
-//           tokenizer, one AdamW step on the Bradley–Terry loss (rl/pair_losses.hpp); its
+//           tokenizer, one AdamW step on the Bradley–Terry loss (tune/pair_losses.hpp); its
 //           reference output is the scores
 //
 //   io_make_checkpoints forward MODEL_DIR HEAD IN.h5 OUT.h5
@@ -35,7 +35,8 @@
 // rewrites STEP_DIR's manifest over the files it holds now (tests/rl/check_checkpoint_identity.py:
 // a file swapped in by hand, with a manifest that vouches for it).
 #include <mpi.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,11 +49,11 @@
 #include "quartet/io/sharded_h5.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 #include "quartet/model/transformer.hpp"
-#include "quartet/rl/pair_losses.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
+#include "quartet/tune/pair_losses.hpp"
 
 using namespace quartet;
 
@@ -153,7 +154,7 @@ void train_step(Trained& t, uint64_t seed) {
     loss = bradley_terry_loss(out.narrow(0, 0, 2), out.narrow(0, 2, 2)).loss;
   } else if (t.spec.head == Head::causal_lm) {
     auto logits = out.narrow(1, 0, out.size(1) - 1);
-    loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+    loss = torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
                                                 ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
   } else {
     loss = (out - (ids.to(torch::kFloat) / 50.0 - 0.5)).pow(2).mean();

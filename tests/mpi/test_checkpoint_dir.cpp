@@ -26,6 +26,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_checkpoint_dir {
+
 namespace {
 
 constexpr int64_t kChunk = 4096;
@@ -518,3 +521,5 @@ TEST(CheckpointDir, DISABLED_ChecksumThroughput) {
 }
 
 }  // namespace
+
+}  // namespace test_checkpoint_dir

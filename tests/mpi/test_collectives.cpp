@@ -12,6 +12,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_collectives {
+
 namespace {
 
 std::vector<std::string> backends() {
@@ -188,3 +191,5 @@ TEST_P(Collectives_, BadArgumentsAreRefusedBeforeAnyCommunication) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Collectives_, ::testing::ValuesIn(backends()),
                          [](const auto& info) { return info.param; });
+
+}  // namespace test_collectives

@@ -20,7 +20,7 @@
 #include "test_main.hpp"
 
 namespace quartet {
-namespace {
+namespace test_exchange {
 
 using test::world;
 
@@ -322,5 +322,5 @@ TEST(Exchange, DeliversOnTheDevice) {
   EXPECT_TRUE(torch::equal(back[0], mine[0] + 1));
 }
 
-}  // namespace
+}  // namespace test_exchange
 }  // namespace quartet

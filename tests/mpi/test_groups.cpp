@@ -12,6 +12,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_groups {
+
 namespace {
 
 Placement placement_of(const std::string& section) {
@@ -113,3 +116,5 @@ TEST(Runtime, RefusesAnImpossibleLayoutOnEveryRank) {
                        std::to_string(n)), std::string::npos) << err;
   }
 }
+
+}  // namespace test_groups

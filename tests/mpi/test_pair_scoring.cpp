@@ -1,4 +1,4 @@
-// The per-sequence quantities of the pairwise stages on the sharded engine (rl/pair_scoring.hpp),
+// The per-sequence quantities of the pairwise stages on the sharded engine (tune/pair_scoring.hpp),
 // sharded over every rank of the test: a reward model's scores of the chosen and the rejected
 // side and a policy's (or reference's) summed and averaged response log-probs, in their
 // training forms (grad) and scoring forms (micro-batches, no grad), against Hugging Face on the
@@ -7,7 +7,7 @@
 // fresh score head on a causal LM's weights, backward reaching the score head with the
 // gradient worked out here from the hidden states, the Bradley–Terry loss falling.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <dirent.h>
 
@@ -19,16 +19,19 @@
 #include <vector>
 
 #include "quartet/dist/collectives.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/safetensors.hpp"
-#include "quartet/rl/pair_losses.hpp"
-#include "quartet/rl/pair_scoring.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
+#include "quartet/tune/pair_losses.hpp"
+#include "quartet/tune/pair_scoring.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_pair_scoring {
 
 namespace {
 
@@ -184,7 +187,7 @@ TEST_F(PairScoring, SequenceLogprobsMatchHF) {
 }
 
 // A reward model started from a causal LM (the source `quartet rm` gives a trained reward
-// role, rl/role_models.hpp): its base weights are the checkpoint's, its score head
+// role, engine/role_models.hpp): its base weights are the checkpoint's, its score head
 // the fresh source's (the checkpoint has none). Trained on the pairs by the Bradley–Terry loss:
 // the score head's gradient is sum_i dl/dr_i h_i over both sides (h_i the final hidden state at
 // row i's last real token, dl/dr_c = -σ(-d)/N, dl/dr_r = σ(-d)/N, d = r_c - r_r - m), and a few
@@ -262,3 +265,5 @@ TEST_F(PairScoring, RewardModelTrainsFromACausalLM) {
   EXPECT_LT(last_loss.loss.item<double>(), 0.5 * first.loss.item<double>());
   EXPECT_EQ(last_loss.metrics.accuracy.item<double>(), 1.0);
 }
+
+}  // namespace test_pair_scoring

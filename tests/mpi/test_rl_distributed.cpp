@@ -3,7 +3,7 @@
 // RunningMoments and the full PPO and REINFORCE++ advantage pipelines with the group must give
 // each rank exactly what one process computes on the whole batch, for its rows.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <memory>
@@ -11,10 +11,14 @@
 #include <vector>
 
 #include "quartet/dist/collectives.hpp"
+#include "quartet/engine/running_moments.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rl_distributed {
 
 namespace {
 
@@ -135,3 +139,5 @@ TEST(RlDistributed, ReinforcePlusPlusPipelineEqualsTheWholeBatch) {
   auto ret_r = discounted_returns(token_rewards(mine(b.scores), kl_r, mine(b.mask), 0.1), mine(b.mask), 0.99);
   expect_close(masked_whiten(ret_r, mine(b.mask), group.get()), mine(adv));
 }
+
+}  // namespace test_rl_distributed

@@ -1,12 +1,12 @@
 // The actions' log-probs describe the distribution generation sampled them from
-// (rl/experience.hpp SamplingView): only the tokenizer's ids (the first vocab_limit logits) and
+// (engine/experience.hpp SamplingView): only the tokenizer's ids (the first vocab_limit logits) and
 // the logits divided by the temperature. Checked on a small random causal LM against
 // log_softmax written out here, against the model's own distribution (which a narrower
 // vocabulary can only make more likely), and through the micro-batched scoring path; and on
 // Hugging Face's tiny reference models of every family (fixture: tests/parity/make_models.py),
 // every form of the log-probs against HF's own.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <dirent.h>
 
@@ -20,14 +20,17 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/engine/experience.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/safetensors.hpp"
-#include "quartet/rl/experience.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rl_logprobs {
 
 namespace {
 
@@ -227,7 +230,7 @@ TEST_F(RlLogprobs, OnGenerationsCacheAsTheFullPass) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Packed passes (rl/packed_rollouts.hpp: rows back to back without padding, each attending
+// Packed passes (engine/packed_rollouts.hpp: rows back to back without padding, each attending
 // within itself) give the padded passes' critic values and reward scores: left-padded rows of
 // unequal prompts and answers, one row with no answer, in passes of several token budgets
 // (one row whose tokens exceed it runs alone), with every layer sliding over a window shorter
@@ -311,7 +314,7 @@ std::vector<std::string> causal_references() {
 // of the real actions from the update's forward (grad, activation checkpointing, attention
 // without a mask: PaddingLayout::around), from the same with the mask, from the scoring path
 // (micro-batches, no grad), from generation's cache (the prompt not run again) and from the
-// packed forms (rows back to back without padding, rl/packed_rollouts.hpp: scoring in passes
+// packed forms (rows back to back without padding, engine/packed_rollouts.hpp: scoring in passes
 // of a token budget, and the update's forward with grad) equal HF's (log_softmax of its logits
 // over the same tokens); and backward reaches every unit, through the packed pass too.
 TEST(RlLogprobsHF, TrainingAndScoringFormsMatchHF) {
@@ -491,3 +494,5 @@ TEST_F(RlLogprobs, PaddedActionsLeaveTheRealActionsAlone) {
   EXPECT_EQ(concat_actions({b, wide}, kP + 60), joined.actions());
   EXPECT_EQ(concat_rollouts({b, b}, 0).actions(), kA);  // max_width 0: as wide as the widest piece
 }
+
+}  // namespace test_rl_logprobs

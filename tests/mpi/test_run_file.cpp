@@ -4,7 +4,7 @@
 // foreign and damaged files. Read back with the plain HDF5 C API.
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdio>
@@ -15,6 +15,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_run_file {
 
 namespace {
 
@@ -226,3 +229,5 @@ TEST(RunFile, RefusesForeignAndDamagedFiles) {
 }
 
 }  // namespace
+
+}  // namespace test_run_file

@@ -4,7 +4,9 @@
 // within float32 tolerance. Sizes are odd on purpose so every unit needs padding. The MPI
 // backend on the CPU here; NCCL on the GPU machine when every rank has a GPU.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 
@@ -15,6 +17,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_sharded {
 
 namespace {
 
@@ -70,7 +75,7 @@ Batch make_batch(int64_t vocab, uint64_t seed) {
 torch::Tensor loss_of(Head head, const torch::Tensor& out, const Batch& b) {
   if (head == Head::causal_lm) {
     auto logits = out.narrow(1, 0, out.size(1) - 1);
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+    return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
                                                 b.ids.narrow(1, 1, b.ids.size(1) - 1).reshape({-1}));
   }
   // Values (or scores) regressed to a target that depends on the tokens.
@@ -349,3 +354,5 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sharded, ::testing::Combine(::testing::ValuesIn(
                          });
 
 }  // namespace
+
+}  // namespace test_sharded

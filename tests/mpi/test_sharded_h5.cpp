@@ -5,7 +5,7 @@
 // block decomposition of flat ranges against brute force, bfloat16 read by h5py, files and
 // datasets that are missing, misshapen or truncated, and the write/read throughput.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -123,7 +123,7 @@ void train_step(ShardedModel& m, ShardedAdamW& o, uint64_t seed) {
   m.zero_grad();
   auto logits = m.forward(ids, mask).to(torch::kFloat32);
   auto lg = logits.narrow(1, 0, logits.size(1) - 1);
-  auto loss = torch::nn::functional::cross_entropy(lg.reshape({-1, lg.size(-1)}),
+  auto loss = torch::cross_entropy_loss(lg.reshape({-1, lg.size(-1)}),
                                                    ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
   m.backward(loss);
   o.step();

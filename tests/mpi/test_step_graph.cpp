@@ -10,7 +10,7 @@
 // choice that the graphs must be captured again for. Without a GPU the graphs do not apply,
 // which is checked too.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>
@@ -19,8 +19,8 @@
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_config.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/rl/updates.hpp"
 #include "quartet/shard/adamw_kernel.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
@@ -28,6 +28,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_step_graph {
 
 namespace {
 
@@ -293,3 +296,5 @@ TEST(StepGraph, NotOnTheCpu) {
 }
 
 }  // namespace
+
+}  // namespace test_step_graph

@@ -7,7 +7,7 @@
 // before, would differ: the micro-batches hold different numbers of tokens.) The critic's loss
 // is weighted by algorithm.value_coef.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <memory>
@@ -18,13 +18,16 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_config.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/rl/updates.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_update_losses {
 
 namespace {
 
@@ -196,3 +199,5 @@ INSTANTIATE_TEST_SUITE_P(Modes, StepAggregation,
                          });
 
 }  // namespace
+
+}  // namespace test_update_losses

@@ -6,6 +6,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_world {
+
 TEST(World, LocalRankFromHostHashes) {
   // Ranks 0,2,3 on host A and 1,4 on host B.
   std::vector<std::uint64_t> h = {11, 22, 11, 11, 22};
@@ -48,3 +51,5 @@ TEST(World, AgreementFailsEverywhereWhenOneRankFails) {
   EXPECT_TRUE(w.all_ok(true));
   EXPECT_FALSE(w.all_ok(w.rank() != 0));
 }
+
+}  // namespace test_world

@@ -7,7 +7,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +25,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rm_deck {
 
 namespace {
 
@@ -181,3 +184,5 @@ TEST(PairStage, FilesAreOneDatasetAndMicroBatchesRoundTrip) {
   EXPECT_EQ(share_of_rows(5, 1, 2), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(share_of_rows(5, -1, 2), std::vector<int64_t>{});
 }
+
+}  // namespace test_rm_deck

@@ -7,7 +7,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -28,6 +28,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_sft_data {
 
 namespace {
 
@@ -245,3 +248,5 @@ TEST(SftBatches, BucketedLossEqualsEverySequenceAlone) {
     EXPECT_EQ(correct, alone_correct);
   }
 }
+
+}  // namespace test_sft_data

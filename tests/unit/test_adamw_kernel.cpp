@@ -5,7 +5,7 @@
 // without one the suite is empty (the CPU path is ATen's, covered by test_sharded).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdint>
@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "quartet/shard/adamw_kernel.hpp"
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_adamw_kernel {
 
 namespace {
 
@@ -236,3 +239,5 @@ INSTANTIATE_TEST_SUITE_P(Settings, AdamWKernel,
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AdamWKernel);
 
 }  // namespace
+
+}  // namespace test_adamw_kernel

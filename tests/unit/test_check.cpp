@@ -14,6 +14,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_check {
+
 namespace {
 using test::error_of;
 
@@ -59,3 +62,5 @@ TEST(Check, CudaAndNcclErrorsWithTheirOwnText) {
   EXPECT_EQ(e.rfind(expected_prefix(line) + "NCCL error 4 in ncclInvalidArgument: invalid argument", 0), 0u) << e;
 }
 #endif
+
+}  // namespace test_check

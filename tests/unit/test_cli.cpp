@@ -5,6 +5,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_cli {
+
 namespace {
 const std::vector<CommandSpec> kSpecs = {
     {"selfcheck", "check things"},
@@ -78,3 +81,5 @@ TEST(Cli, UsageErrors) {
   EXPECT_NE(usage_error({"train", "a.deck", "b.deck"}).find("too many positional options"),
             std::string::npos) << usage_error({"train", "a.deck", "b.deck"});
 }
+
+}  // namespace test_cli

@@ -10,6 +10,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_deck {
+
 namespace {
 
 Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
@@ -209,3 +212,5 @@ TEST(Deck, RewardsInTheUsersCode) {
   EXPECT_EQ(error_of("[model.reward]\nretries = -1\n"), "test.deck:2: model.reward.retries must be >= 0");
   EXPECT_EQ(error_of("[model.reward]\nretry_delay = -0.5\n"), "test.deck:2: model.reward.retry_delay must be >= 0 seconds");
 }
+
+}  // namespace test_deck

@@ -6,7 +6,7 @@
 // is empty (the CPU paths are covered by test_model's parity tests).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +18,9 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernels_config.hpp"
 #include "quartet/model/decode_kernels.hpp"
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_decode_kernels {
 
 namespace {
 
@@ -559,3 +562,5 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, DecodeKernels,
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DecodeKernels);
 
 }  // namespace
+
+}  // namespace test_decode_kernels

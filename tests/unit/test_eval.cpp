@@ -11,10 +11,13 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/eval_metrics.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/rewards/rule_rewards.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_eval {
 
 TEST(PassAtK, HandWorked) {
   // n = 5 samples, c = 2 of them pass: pass@k = 1 - C(3, k) / C(5, k).
@@ -163,3 +166,5 @@ TEST(EvalPrompts, HeldOutFileIsDisjointFromTraining) {
   ASSERT_EQ(ds.size(), 64);
   for (int64_t i = 0; i < ds.size(); ++i) EXPECT_EQ(ds.get(i).answer, rule->answer(ds.get(i).text));
 }
+
+}  // namespace test_eval

@@ -32,10 +32,13 @@
 #include "quartet/model/model_config.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/safetensors.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 #include "test_main.hpp"
 
 using json = nlohmann::json;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_fuzz {
 
 namespace {
 
@@ -421,3 +424,5 @@ TEST(Fuzz, CheckpointFiles) {
 }
 
 }  // namespace
+
+}  // namespace test_fuzz

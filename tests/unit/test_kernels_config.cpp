@@ -11,14 +11,17 @@
 #include "quartet/core/cli.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/kernel_switch.hpp"
+#include "quartet/engine/experience.hpp"
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/packed_linear.hpp"
 #include "quartet/model/rotary_kernel.hpp"
 #include "quartet/model/swiglu_kernel.hpp"
-#include "quartet/rl/experience.hpp"
 #include "quartet/shard/adamw_kernel.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_kernels_config {
 
 namespace {
 
@@ -123,7 +126,7 @@ TEST(KernelsConfig, InTheResolvedDeckAndTheHelp) {
 
 // use_kernels (what start_runtime calls with the deck's section) reaches every family's switch,
 // and each family's set_*() changes its member of the installed section alone;
-// kernels.unmasked_attention = false gives every batch its mask (rl/experience.hpp).
+// kernels.unmasked_attention = false gives every batch its mask (engine/experience.hpp).
 TEST(KernelSwitches, InstalledSectionReachesTheFamilies) {
   const KernelsConfig before = kernels_in_use();
   KernelsConfig k;
@@ -166,3 +169,5 @@ TEST(KernelSwitches, InstalledSectionReachesTheFamilies) {
   use_kernels(before);
   EXPECT_EQ(padding_layout(trailing), before.unmasked_attention ? PaddingLayout::trailing : PaddingLayout::anywhere);
 }
+
+}  // namespace test_kernels_config

@@ -2,7 +2,7 @@
 // every family, sharding, offload, checkpointing, colocated against disjoint placement, and the
 // refusal of a deck that cannot fit with knobs that are checked to fit.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <set>
 #include <sstream>
@@ -14,6 +14,9 @@
 
 using namespace quartet;
 using quartet::test::error_of;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_memory_plan {
 
 namespace {
 
@@ -715,3 +718,5 @@ TEST(MemoryPlan, TrainGraphsKeepTheTrainWorkingSetThroughEveryPhase) {
   const std::string e = error_of([&] { check_plan(over); });
   EXPECT_NE(e.find("--set train.cuda_graphs=false"), std::string::npos) << e;
 }
+
+}  // namespace test_memory_plan

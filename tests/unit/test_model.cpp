@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <sys/stat.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +33,9 @@
 #include "quartet/model/transformer.hpp"
 
 using quartet::Head;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_model {
 
 namespace {
 
@@ -1620,3 +1623,5 @@ TEST(LoadErrors, UnsupportedModelTypeIsNamed) {
 }
 
 }  // namespace
+
+}  // namespace test_model

@@ -6,11 +6,14 @@
 // gradient counts as zero; weights that do not lie back to back are refused (empty result).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 
 #include "quartet/model/packed_linear.hpp"
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_packed_linear {
 
 namespace {
 
@@ -102,3 +105,5 @@ TEST(PackedLinear, MatchesSeparateProductsGpu) {
 }
 
 }  // namespace
+
+}  // namespace test_packed_linear

@@ -1,4 +1,4 @@
-// Preference-pair files (io/pairs.hpp, rl/pair_dataset.hpp): plain pairs tokenized with the
+// Preference-pair files (io/pairs.hpp, tune/pair_dataset.hpp): plain pairs tokenized with the
 // run's tokenizer (the built-in character one here, whose ids are worked out by hand), prepared
 // pairs used as they are, every refusal naming the file and line, the refusal of a file made
 // for another tokenizer, and the batches: left-padded prompts, right-padded responses, action
@@ -8,7 +8,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,13 +22,16 @@
 #include "quartet/core/sha256.hpp"
 #include "quartet/io/pairs.hpp"
 #include "quartet/io/prompt_identity.hpp"
-#include "quartet/model/builtin_tokenizer_files.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/rl/pair_dataset.hpp"
+#include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
+#include "quartet/tune/pair_dataset.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
 using Ids = std::vector<int64_t>;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_pair_dataset {
 
 namespace {
 
@@ -214,3 +217,5 @@ TEST(PairDataset, BadRowsNamedByFileAndLine) {
   EXPECT_HAS(test::error_of([&] { PairDataset(dir.file("missing/none.jsonl", ""), *tok, 16); }), "cannot read pairs file");
   EXPECT_HAS(test::error_of([&] { make_pair_batch({}, 0); }), "no pairs");
 }
+
+}  // namespace test_pair_dataset

@@ -1,8 +1,8 @@
-// The pairwise losses (rl/pair_losses.hpp) on small hand-made cases: each expected value is
+// The pairwise losses (tune/pair_losses.hpp) on small hand-made cases: each expected value is
 // worked out here from the formula with scalar arithmetic, each gradient both from its closed
 // form and by central differences in float64, never taken from the implementation.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <functional>
@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
-#include "quartet/rl/pair_losses.hpp"
+#include "quartet/tune/pair_losses.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_pair_losses {
 
 namespace {
 
@@ -211,3 +214,5 @@ TEST(PairLosses, DpoRefusesBadOptions) {
   EXPECT_THROW(dpo_loss(l, {PreferenceLossKind::ipo, 0.1, 0.1}), Error);
   EXPECT_THROW(dpo_loss({vec(k.pc), vec({1.0}), vec(k.rc), vec(k.rr)}, {}), Error);
 }
+
+}  // namespace test_pair_losses

@@ -5,6 +5,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_placement {
+
 namespace {
 
 struct Laid {
@@ -124,3 +127,5 @@ TEST(Placement, RankLists) {
   EXPECT_EQ(rank_list({0, 1, 2}), "0-2");
   EXPECT_EQ(rank_list({0, 2, 4}), "0,2,4");
 }
+
+}  // namespace test_placement

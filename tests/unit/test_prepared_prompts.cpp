@@ -19,15 +19,18 @@
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/io/prompts.hpp"
 #include "quartet/io/tensor_h5.hpp"
-#include "quartet/model/builtin_tokenizer_files.hpp"
-#include "quartet/model/chat_template.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
+#include "quartet/model/tokenizer/chat_template.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
 #include "test_main.hpp"
 
 using quartet::PromptDataset;
 using quartet::PromptFileHeader;
 using quartet::TokenizerIdentity;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_prepared_prompts {
 
 namespace {
 
@@ -296,3 +299,5 @@ TEST(PreparedPrompts, Hdf5AndPlainFilesHaveNoHeader) {
   EXPECT_FALSE(quartet::prepared_prompts_header(dir.file("p.jsonl", "{\"prompt\": \"a\"}\n")));
   EXPECT_HAS(error_of([&] { quartet::prepared_prompts_header(dir.path("none.jsonl")); }), "cannot read prompts file");
 }
+
+}  // namespace test_prepared_prompts

@@ -1,7 +1,7 @@
 // Rewards in the user's own code, below the trainer: the child process and its pipes
 // (core/subprocess.hpp) with real /bin/sh programs, the JSON of the protocol
-// (rl/reward_protocol.hpp), and the command: reward's checks of what a program answers
-// (rl/reward_program.hpp). The whole path, with Python programs and an HTTP server under
+// (rl/rewards/reward_protocol.hpp), and the command: reward's checks of what a program answers
+// (rl/rewards/reward_program.hpp). The whole path, with Python programs and an HTTP server under
 // `quartet train`, is tests/rl/check_reward_programs.py.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,14 +13,17 @@
 #include <thread>
 
 #include "quartet/core/subprocess.hpp"
-#include "quartet/rl/reward_program.hpp"
-#include "quartet/rl/reward_protocol.hpp"
-#include "quartet/rl/user_code_rewards.hpp"
+#include "quartet/rl/rewards/reward_program.hpp"
+#include "quartet/rl/rewards/reward_protocol.hpp"
+#include "quartet/rl/rewards/user_code_rewards.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
 using json = nlohmann::json;
 using test::error_of;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_reward_programs {
 
 namespace {
 
@@ -321,3 +324,5 @@ TEST(UserCodeRewards, KindsAndUrls) {
   EXPECT_TRUE(contains(error_of([] { make_user_code_reward("http:ftp://h/x", RewardCallConfig{}); }),
                        "'ftp://h/x' is not an http:// or https:// URL"));
 }
+
+}  // namespace test_reward_programs

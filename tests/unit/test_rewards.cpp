@@ -3,7 +3,7 @@
 // deck section, and several rewards at once: the weighted total, each term's metric.
 #include <gtest/gtest.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <optional>
@@ -11,19 +11,22 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
-#include "quartet/rl/format_reward.hpp"
-#include "quartet/rl/iteration_metrics.hpp"
 #include "quartet/model/model_spec.hpp"
-#include "quartet/rl/match_answer.hpp"
-#include "quartet/rl/math_answer.hpp"
+#include "quartet/rl/iteration_metrics.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/reward_samples.hpp"
-#include "quartet/rl/reward_terms.hpp"
-#include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/rewards/format_reward.hpp"
+#include "quartet/rl/rewards/match_answer.hpp"
+#include "quartet/rl/rewards/math_answer.hpp"
+#include "quartet/rl/rewards/reward_samples.hpp"
+#include "quartet/rl/rewards/reward_terms.hpp"
+#include "quartet/rl/rewards/rule_rewards.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
 using quartet::test::error_of;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rewards {
 
 namespace {
 
@@ -499,3 +502,5 @@ TEST(RewardTerms, ShippedGsm8kShapedAdditions) {
     EXPECT_EQ(math.score_one(std::to_string(std::stoi(sum) + 1), p.answer), 0.0) << p.text;
   }
 }
+
+}  // namespace test_rewards

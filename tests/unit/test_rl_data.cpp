@@ -16,16 +16,20 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/engine/prompt_sampler.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/rule_rewards.hpp"
+#include "quartet/rl/rewards/rule_rewards.hpp"
 #include "test_main.hpp"
 
 using quartet::DatasetPrompt;
 using quartet::PromptCursor;
 using quartet::PromptDataset;
 using quartet::PromptSampler;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rl_data {
 
 namespace {
 
@@ -339,7 +343,7 @@ TEST(PromptSampler, CursorSaveAndRestoreContinuesIdentically) {
   PromptSampler s(n, 77, 0, 1);
   s.set_cursor({0, n});
   EXPECT_HAS(error_of([&] { s.next(1); }), "does not fit a dataset of 11");
-  EXPECT_HAS(error_of([&] { PromptSampler(0, 1, 0, 1); }), "no prompts");
+  EXPECT_HAS(error_of([&] { PromptSampler(0, 1, 0, 1); }), "no rows");
   EXPECT_HAS(error_of([&] { PromptSampler(5, 1, 2, 2); }), "rank 2 of 2");
 }
 
@@ -448,3 +452,5 @@ TEST(RuleReward, ShippedPromptFilesAreMakePromptsOutput) {
 }
 
 }  // namespace
+
+}  // namespace test_rl_data

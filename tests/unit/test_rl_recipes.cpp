@@ -5,7 +5,7 @@
 // penalty, dynamic sampling's choice of groups, and the deck keys. Every expected value is worked
 // out in the comments, never taken from the implementation.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <limits>
@@ -18,39 +18,16 @@
 #include "quartet/rl/dynamic_sampling.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/overlong.hpp"
+#include "hand_tensors.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
+using namespace quartet::test;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rl_recipes {
 
 namespace {
-
-using Rows = std::vector<std::vector<double>>;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-torch::Tensor t2(const Rows& rows, torch::Dtype dtype = torch::kFloat32) {
-  const int64_t B = rows.size(), T = rows[0].size();
-  auto out = torch::empty({B, T}, torch::kFloat64);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) out[b][t] = rows[b][t];
-  return out.to(dtype);
-}
-
-torch::Tensor t1(const std::vector<double>& v, torch::Dtype dtype = torch::kFloat32) {
-  return t2({v}, dtype).squeeze(0);
-}
-
-void expect_rows(const torch::Tensor& got, const Rows& want, double tol = 1e-6) {
-  ASSERT_EQ(got.dim(), 2);
-  ASSERT_EQ(got.size(0), int64_t(want.size()));
-  auto g = got.to(torch::kFloat64).cpu();
-  for (size_t b = 0; b < want.size(); ++b) {
-    ASSERT_EQ(got.size(1), int64_t(want[b].size()));
-    for (size_t t = 0; t < want[b].size(); ++t)
-      EXPECT_NEAR(g[b][t].item<double>(), want[b][t], tol) << "at [" << b << ", " << t << "]";
-  }
-}
-
-double scalar(const torch::Tensor& t) { return t.item<double>(); }
 
 // Log-probs whose ratios against old log-probs of -1 are `ratios` (kNaN: a masked slot).
 torch::Tensor logp_of(const std::vector<double>& ratios) {
@@ -389,3 +366,5 @@ TEST(RecipeDeck, KeysResolveAndRefuseByName) {
     EXPECT_NE(e.find(want), std::string::npos) << line << ": " << e;
   }
 }
+
+}  // namespace test_rl_recipes

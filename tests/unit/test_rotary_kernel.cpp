@@ -6,14 +6,18 @@
 // Needs a GPU; on a machine without one the suite is empty (the CPU path is ATen's, covered by
 // the parity tests).
 #include <gtest/gtest.h>
+#include <torch/autograd.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>
 
 #include "quartet/model/rotary.hpp"
 #include "quartet/model/rotary_kernel.hpp"
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_rotary_kernel {
 
 namespace {
 
@@ -90,3 +94,5 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RotaryKernel,
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RotaryKernel);
 
 }  // namespace
+
+}  // namespace test_rotary_kernel

@@ -23,6 +23,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_safetensors {
+
 namespace {
 
 using test::error_of;
@@ -539,3 +542,5 @@ TEST_F(Safetensors, FailedSavesLeaveNothingBehind) {
 }
 
 }  // namespace
+
+}  // namespace test_safetensors

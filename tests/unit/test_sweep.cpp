@@ -16,6 +16,9 @@
 
 using namespace quartet;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_sweep {
+
 namespace {
 
 // A base deck without file references, so it loads from any directory. Its comments must
@@ -240,3 +243,5 @@ TEST_F(Sweep, AnExistingRunDirectoryIsOnlyReusedForTheSameDeck) {
   // Run 1 has not started: its values may change.
   EXPECT_NO_THROW(sweep("run.seed = 5, 2\n", out));
 }
+
+}  // namespace test_sweep

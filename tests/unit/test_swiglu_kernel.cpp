@@ -6,14 +6,18 @@
 // vectors and element by element (a length no multiple of a vector), float32 and bfloat16.
 // Needs a GPU; on a machine without one the suite is empty (the CPU path is ATen's).
 #include <gtest/gtest.h>
+#include <torch/autograd.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <iostream>
 #include <vector>
 
 #include "quartet/model/swiglu_kernel.hpp"
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_swiglu_kernel {
 
 namespace {
 
@@ -95,3 +99,5 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, SwigluKernel,
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SwigluKernel);
 
 }  // namespace
+
+}  // namespace test_swiglu_kernel

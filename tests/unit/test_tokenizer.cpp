@@ -15,10 +15,13 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 
 using json = nlohmann::json;
 using quartet::Tokenizer;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_tokenizer {
 
 namespace {
 
@@ -411,3 +414,5 @@ TEST(CharTokenizer, Errors) {
 }
 
 }  // namespace
+
+}  // namespace test_tokenizer

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/generation.hpp"
@@ -21,6 +21,9 @@
 #include "test_main.hpp"
 
 using namespace quartet;
+
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_transformer_internals {
 
 namespace {
 
@@ -37,6 +40,7 @@ std::string temp_dir(const std::string& name) {
 }
 
 using quartet::test::error_of;
+
 ::testing::AssertionResult has_error(const char*, const char*, const std::string& got,
                                      const std::string& want) {
   if (got.find(want) != std::string::npos) return ::testing::AssertionSuccess();
@@ -692,3 +696,5 @@ TEST(ModelConfigJson, Refusals) {
 }
 
 }  // namespace
+
+}  // namespace test_transformer_internals

@@ -10,6 +10,9 @@
 using namespace quartet;
 using namespace std::chrono_literals;
 
+// Each test file in a namespace of its own: the test sources are compiled in unity batches.
+namespace test_watchdog {
+
 namespace {
 struct Reports {
   std::mutex m;
@@ -66,3 +69,5 @@ TEST(Watchdog, FiresOnAsynchronousWorkThatNeverCompletes) {
   EXPECT_NE(seen[0].find("reduce_scatter #4 on group 'critic' has not finished"), std::string::npos);
   EXPECT_NE(seen[0].find("a rank of this group stalled or never joined"), std::string::npos);
 }
+
+}  // namespace test_watchdog

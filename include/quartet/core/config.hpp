@@ -8,11 +8,12 @@
 #include <boost/program_options/options_description.hpp>
 
 #include "quartet/core/deck.hpp"
+#include "quartet/core/dpo_config.hpp"      // DpoConfig ([dpo])
+#include "quartet/core/duration.hpp"
 #include "quartet/core/kernels_config.hpp"  // KernelsConfig ([kernels]), ProfileConfig ([profile])
 #include "quartet/core/reward_config.hpp"   // RewardConfig ([reward])
 #include "quartet/core/rm_config.hpp"       // RmConfig ([rm])
 #include "quartet/core/sft_config.hpp"      // SftConfig ([sft])
-#include "quartet/core/dpo_config.hpp"      // DpoConfig ([dpo])
 
 namespace quartet {
 
@@ -70,7 +71,7 @@ constexpr const char* kRandomFamilies = "llama | mistral | qwen3 | gpt2 | gptj |
 bool is_random_family(const std::string& family);
 
 // How quartet calls a reward in the user's own code: model.reward.kind = command:... (a
-// program, rl/reward_program.hpp) or http://... (an endpoint, rl/reward_endpoint.hpp).
+// program, rl/rewards/reward_program.hpp) or http://... (an endpoint, rl/rewards/reward_endpoint.hpp).
 struct RewardCallConfig {
   double timeout = 60;          // seconds one batch may take: the program's reply, one HTTP attempt
   double start_timeout = 300;   // command: seconds to start and answer the first, empty request
@@ -86,7 +87,7 @@ struct ModelSectionConfig {     // [model.actor], [model.critic], [model.referen
   std::string path;
   std::string source;
   // reward only: "model" (the reward model at path) or "rule:<task>", a built-in verifiable
-  // reward (rl/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks;
+  // reward (rl/rewards/rule_rewards.hpp: rule:sort_digits, rule:add), which needs no model and no ranks;
   // or the user's code, scored on the actor ranks too: "command:<command line>" or an
   // http:// | https:// URL ("http:<URL>" also reads as the URL).
   std::string kind = "model";
@@ -176,7 +177,7 @@ struct TrainConfig {            // [train]
   double min_lr_ratio = 0.1;    // the decayed learning rate's floor, as a fraction of lr
   bool cuda_graphs = true;      // a one-rank GPU model's micro-batches as CUDA graphs
   // quartet train's updates: micro-batches of sequences packed back to back without padding,
-  // up to this many tokens each (0 = micro_batch padded sequences); rl/packed_rollouts.hpp.
+  // up to this many tokens each (0 = micro_batch padded sequences); engine/packed_rollouts.hpp.
   int micro_batch_tokens = 0;
 };
 
@@ -198,7 +199,7 @@ struct RolloutConfig {          // [rollout]
   double top_p = 1.0;           // 1 = off
   std::vector<std::string> stop;  // stop tokens (token strings); the tokenizer's EOS always stops
   // The actor's old log-probs continue from generation's KV cache (the prompt is not run a
-  // second time; rl/experience.hpp score_logprobs_on_cache) instead of a full forward pass.
+  // second time; engine/experience.hpp score_logprobs_on_cache) instead of a full forward pass.
   // Faster; the log-probs then differ from the full pass's by rounding, and share the
   // sampler's rounding on the prompt (docs/training.md: "Old log-probs on generation's cache").
   bool reuse_prompt_cache = false;
@@ -248,7 +249,7 @@ struct EvalConfig {
   int max_new_tokens = 0;       // 0 = rollout.max_new_tokens (and at most that)
   double pass_threshold = 1.0;  // a completion passes when its reward is at least this
   // The reward that grades the evaluation: "" = the run's own (reward.terms or model.reward.kind);
-  // else one text reward kind (rl/reward_terms.hpp), e.g. match for exact-match accuracy while
+  // else one text reward kind (rl/rewards/reward_terms.hpp), e.g. match for exact-match accuracy while
   // the policy trains against a learnt reward model.
   std::string reward;
   bool enabled() const { return !prompts.empty(); }
@@ -273,9 +274,6 @@ struct Config {
   DpoConfig dpo;  // [dpo]: quartet dpo only
   RmConfig rm;    // [rm]: quartet rm only
 };
-
-// "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.
-double parse_duration(const std::string& text);
 
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
 std::uint64_t parse_bytes(const std::string& text);

@@ -1,6 +1,6 @@
 #pragma once
 // JSON over HTTP POST to one URL, through libcurl: the transport of rewards served over HTTP
-// (rl/reward_endpoint.hpp). One connection is kept alive between requests. Only http:// and
+// (rl/rewards/reward_endpoint.hpp). One connection is kept alive between requests. Only http:// and
 // https:// URLs; libcurl's usual environment (http_proxy, no_proxy, CA bundle) applies as for
 // curl itself. No signals are used (CURLOPT_NOSIGNAL): the process may have many threads.
 #include <memory>

@@ -27,7 +27,7 @@ struct KernelsConfig {  // [kernels]
   bool adamw = device_kernels_built();             // AdamW, gradient landing and norm (shard/adamw_kernel.hpp)
   // Paths that need no kernel of quartet's own.
   bool packed_products = true;     // adjacent q/k/v and gate/up weights as one product (model/packed_linear.hpp)
-  bool unmasked_attention = true;  // no attention mask where a batch's padding allows (rl/experience.hpp)
+  bool unmasked_attention = true;  // no attention mask where a batch's padding allows (engine/experience.hpp)
 };
 
 struct ProfileConfig {  // [profile]

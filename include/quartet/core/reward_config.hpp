@@ -1,6 +1,6 @@
 #pragma once
 // The deck's [reward] section: several rewards at once, each a term with a weight, and the
-// settings of the answer-checking kinds (rl/reward_terms.hpp builds them; docs/rewards.md).
+// settings of the answer-checking kinds (rl/rewards/reward_terms.hpp builds them; docs/rewards.md).
 //   [reward]
 //   terms = model, math, format     # the total is the weighted sum of the terms' scores
 //   weights = 1.0, 1.0, 0.2
@@ -42,7 +42,7 @@ struct RewardConfig {  // [reward]
 boost::program_options::options_description reward_schema();
 
 // Typed and checked (lists, counts, duplicates, ranges); the term kinds themselves are checked
-// by rl/reward_terms.hpp's factory. A DeckError names the key and its line.
+// by rl/rewards/reward_terms.hpp's factory. A DeckError names the key and its line.
 RewardConfig load_reward_config(const Deck& deck);
 
 // Whether the run has a reward model to score with: model.reward.kind = model without

@@ -106,4 +106,8 @@ std::unique_ptr<Collectives> make_mpi_collectives(std::string group, std::vector
 std::unique_ptr<Collectives> make_nccl_collectives(std::string group, std::vector<int> world_ranks,
                                                    MPI_Comm comm, Watchdog* watchdog);
 
+// A small statistics tensor summed over `group`: moved to where the group's backend works (a
+// no-op when it already lives there), all-reduced, and moved back. Without a group, `stats`.
+torch::Tensor summed_over(Collectives* group, torch::Tensor stats);
+
 }  // namespace quartet

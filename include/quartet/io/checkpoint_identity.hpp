@@ -1,6 +1,6 @@
 #pragma once
 // What a checkpoint of `quartet train` needs to be one step of one run (its layout is in
-// rl/training_checkpoint.hpp): trainer.h5 and the model files are all in the manifest, and
+// engine/training_checkpoint.hpp): trainer.h5 and the model files are all in the manifest, and
 // they agree with each other. trainer.h5 and every model file hold the manifest's iteration and
 // one run id; each model file's optimizer step count is the one trainer.h5 recorded beside it.
 // An actor.h5 copied in from another step or another run is refused by name.

@@ -2,7 +2,7 @@
 // Preference-pair files (docs/data.md, "Pair files"): JSONL, one (prompt, chosen, rejected) pair
 // a line, of two kinds.
 //   plain     {"prompt": "...", "chosen": "...", "rejected": "...", "margin": 0.5} a line: texts,
-//             tokenized by quartet with the run's tokenizer (rl/pair_dataset.hpp says how);
+//             tokenized by quartet with the run's tokenizer (tune/pair_dataset.hpp says how);
 //   prepared  what inputs/prepare/prepare_pairs.py writes: a header line
 //               {"quartet_pairs": 1, "tokenizer": {"sha256", "source"},
 //                "chat_template": {"applied", "sha256", "source"}, ...}

@@ -2,15 +2,15 @@
 // Whether a prepared prompts file (io/prompts.hpp) was made for the actor (or a pairs file,
 // io/pairs.hpp, for the model that reads it): the same
 // tokenizer.json (SHA-256 of its bytes) and, when the rows were rendered through a chat
-// template, the same template (SHA-256 of its UTF-8 text, found as model/chat_template.hpp
+// template, the same template (SHA-256 of its UTF-8 text, found as model/tokenizer/chat_template.hpp
 // says). The built-in character tokenizer of random:<family> actors has no file of its own: its
 // identity is the tokenizer.json that `quartet tokenize random: --write-files DIR` and
-// `quartet export` write for it (model/builtin_tokenizer_files.hpp), and it has no chat template.
+// `quartet export` write for it (model/tokenizer/builtin_tokenizer_files.hpp), and it has no chat template.
 #include <optional>
 #include <string>
 
 #include "quartet/io/prompts.hpp"
-#include "quartet/model/chat_template.hpp"
+#include "quartet/model/tokenizer/chat_template.hpp"
 
 namespace quartet {
 

@@ -21,7 +21,7 @@ namespace quartet {
 
 // How a prepared prompts file's rows are rendered for a reward model whose tokenizer is not the
 // actor's (prepare_prompts.py --reward-model): each row's "reward_prefix" and "reward_suffix" are
-// the text that model's chat template puts before and after the reply (rl/reward_retokenizer.hpp).
+// the text that model's chat template puts before and after the reply (rl/rewards/reward_retokenizer.hpp).
 struct RewardRendering {
   std::string tokenizer_sha256, tokenizer_source;           // the reward model's tokenizer.json
   std::string chat_template_sha256, chat_template_source;   // "" where it has no chat template

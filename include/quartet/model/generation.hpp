@@ -26,7 +26,7 @@ struct SamplingParams {
   double top_p = 1.0;         // 1 = off
   int64_t max_new_tokens = 16;
   // Before this many new tokens the stop ids are not sampled (their logits are -inf), as HF
-  // generate's min_new_tokens does for EOS. Log-probs taken later (rl/experience.hpp) do not
+  // generate's min_new_tokens does for EOS. Log-probs taken later (engine/experience.hpp) do not
   // see this mask, as they do not see top-k or top-p.
   int64_t min_new_tokens = 0;
   std::vector<int64_t> stop_ids;  // a sequence ends after emitting one of these
@@ -49,7 +49,7 @@ struct SamplingParams {
   int64_t span_bucket = 64;
   // Hand the KV cache back (Generation::cache): every row's prompt keys and values, in the
   // caller's row order, for a forward pass that continues from the prompt instead of running
-  // it again (rl/experience.hpp score_logprobs_on_cache). A batch cut to its live rows then
+  // it again (engine/experience.hpp score_logprobs_on_cache). A batch cut to its live rows then
   // moves the finished ones behind them instead of overwriting them. cache_slots: the cache
   // holds at least this many slots (that pass may run over a wider, padded batch).
   bool keep_cache = false;

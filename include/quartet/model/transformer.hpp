@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "quartet/model/model_config.hpp"
-#include "quartet/model/paged_cache.hpp"
 #include "quartet/model/packed_sequences.hpp"
+#include "quartet/model/paged_cache.hpp"
 #include "quartet/model/safetensors.hpp"
 
 namespace quartet {
@@ -35,7 +35,7 @@ struct KVCache {
   int64_t max_len = 0;
 };
 
-// Where a batch's padding lies (attention_mask's zeros), as the caller knows it (rl/experience.hpp
+// Where a batch's padding lies (attention_mask's zeros), as the caller knows it (engine/experience.hpp
 // padding_layout() finds it for rollouts). Where no row has padding before a real token,
 // causality alone hides all padding from every real token, and attention runs without a mask
 // (SDPA's is_causal, as HF's SDPA path does for an all-ones mask): the fused kernels then skip

@@ -74,17 +74,6 @@ torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& mask, C
 // 0 when no element is selected. Keeps x's graph without a group; detached with one.
 torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask, Collectives* group = nullptr);
 
-// Running mean and variance of scores across iterations (Chan's parallel update), for reward
-// normalisation: normalise() = (x - mean) / std after update(x). State is plain numbers so a
-// checkpoint can store it. var is the population variance of every score seen; std in
-// normalise() is sqrt(var), floored at 1e-8.
-struct RunningMoments {
-  double mean = 0, var = 1, count = 0;
-  // Adds a batch (all of the group's scores when `group` is given).
-  void update(const torch::Tensor& x, Collectives* group = nullptr);
-  torch::Tensor normalise(const torch::Tensor& x) const;
-};
-
 // The KL coefficient: fixed, or adaptive (Ziegler et al. 2019): after a batch with KL k over n
 // samples, e = clip(k / target - 1, -0.2, 0.2), coef *= 1 + e * n / horizon.
 struct KlController {

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
+#include "quartet/engine/experience.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/rl/eval_metrics.hpp"
-#include "quartet/rl/experience.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/role_models.hpp"
 
 namespace quartet {
 

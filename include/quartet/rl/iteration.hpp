@@ -4,7 +4,7 @@
 //               the actor's own log-probs of them;
 //   score       actor ranks: the decoded completions and whatever the scoring groups return
 //               (reference log-probs, reward-model scores, critic values), and the text
-//               rewards' scores, combined into the total (rl/reward_terms.hpp);
+//               rewards' scores, combined into the total (rl/rewards/reward_terms.hpp);
 //               critic ranks: the rollouts they valued and those values, for the critic update;
 //   advantages  actor ranks: advantages (and, for PPO, returns, which the critic ranks receive);
 //   update      the actor's and the critic's update statistics.
@@ -15,14 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "quartet/rl/experience.hpp"
+#include "quartet/engine/experience.hpp"
+#include "quartet/engine/phase_clock.hpp"
 #include "quartet/rl/updates.hpp"
 
 namespace quartet {
-
-// eval: the [eval] measurements taken in the iteration (rl/evaluator.hpp), 0 when none.
-enum Phase { kGenerate, kScore, kAdvantages, kTrain, kEval, kPhases };
-constexpr std::array<const char*, kPhases> kPhaseNames = {"generate", "score", "advantages", "train", "eval"};
 
 struct Iteration {
   int index = 0;  // 0-based; the log and the run file count from 1

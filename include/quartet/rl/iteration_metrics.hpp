@@ -45,7 +45,7 @@ struct IterationMetrics {
 
   // Actor ranks: the raw scores [B], the action mask [B, A] and the per-token KL (may be undefined).
   void add_rollouts(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& kl);
-  // Every rank: the reward terms logged (rl/reward_terms.hpp), before any is added.
+  // Every rank: the reward terms logged (rl/rewards/reward_terms.hpp), before any is added.
   void name_reward_terms(const std::vector<std::string>& names);
   // Actor ranks: each term's scores [B, T].
   void add_reward_terms(const torch::Tensor& terms);
@@ -69,8 +69,5 @@ struct IterationMetrics {
   // name -> value, as run.h5's /metrics has them; reward.<term> is a term's mean raw score.
   std::map<std::string, double> named(const AlgorithmSpec& algorithm) const;
 };
-
-// "12.3s", "4m05s", "2h17m"
-std::string duration_text(double seconds);
 
 }  // namespace quartet

@@ -4,11 +4,11 @@
 // rollouts with their scores, log-probs, values, advantages, returns and text; and the
 // evaluations taken in it ([eval], /eval).
 #include "quartet/dist/world.hpp"
+#include "quartet/engine/phase_clock.hpp"
 #include "quartet/io/run_file.hpp"
 #include "quartet/rl/eval_metrics.hpp"
 #include "quartet/rl/iteration.hpp"
 #include "quartet/rl/iteration_metrics.hpp"
-#include "quartet/rl/phase_clock.hpp"
 
 namespace quartet {
 

@@ -6,17 +6,9 @@
 #include <torch/types.h>
 
 #include "quartet/core/config.hpp"
+#include "quartet/engine/token_logprobs.hpp"
 
 namespace quartet {
-
-// log softmax(logits)[token] without materialising the whole log-softmax in float32 at once:
-// logits [B, T, V] (any float dtype), tokens [B, T] -> float32 [B, T]. Works on blocks of about
-// 2^24 logits converted to float32 one at a time, forward and backward (a custom autograd
-// function that keeps only the logits); the gradient comes back in the logits' dtype.
-// Tokens must lie in [0, V), also at padded positions.
-torch::Tensor token_logprobs(const torch::Tensor& logits, const torch::Tensor& tokens);
-// Entropy of softmax(logits) per position, float32 [B, T]; blocked and differentiable the same way.
-torch::Tensor token_entropy(const torch::Tensor& logits);
 
 // How per-token terms x [B, T] become one loss (algorithm.loss_agg_mode; verl's names):
 //   token-mean               sum_{b,t} x_bt / N_tokens

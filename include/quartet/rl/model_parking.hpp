@@ -4,7 +4,7 @@
 // gradient shards wait in host memory (ShardedModel::park) until their phase comes.
 #include <initializer_list>
 
-#include "quartet/rl/role_models.hpp"
+#include "quartet/engine/role_models.hpp"
 
 namespace quartet {
 

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "quartet/rl/experience.hpp"
+#include "quartet/engine/experience.hpp"
 
 namespace quartet {
 

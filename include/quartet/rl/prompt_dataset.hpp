@@ -4,7 +4,7 @@
 // a prepared JSONL file (io/prompts.hpp, docs/data.md: a header, then rows with "prompt" and
 // "prompt_ids"), or a pre-tokenised HDF5 file (dataset "input_ids", int64 [N, L], right-padded,
 // with "lengths" int64 [N]). Every rank reads the whole (small) index; plain prompts are
-// tokenised when drawn, prepared ones never.
+// tokenised when drawn, prepared ones never. Which prompts a rank draws: engine/prompt_sampler.hpp.
 //
 // The file kind is told by its name (.h5, .hdf5) or the HDF5 signature; anything else is JSONL,
 // prepared when it begins with a header. In JSONL, blank lines are skipped and "answer", when
@@ -13,15 +13,6 @@
 // rows are "prompt" and "prompt_ids"). Whether the file was made for the actor's tokenizer and
 // chat template is io/prompt_identity.hpp's question, asked before any model is built. In HDF5,
 // input_ids may be any integer type (read as int64); every length must lie in 1..L.
-//
-// Order: each epoch is a permutation of all prompts drawn from the run seed and the epoch
-// number (mt19937_64 and a written-out Fisher-Yates shuffle: the same on every platform);
-// actor rank r of R takes positions r, r + R, r + 2R, ... of it, so the ranks see
-// disjoint prompts and, together, every prompt once per epoch. Positions run on from one epoch
-// into the next as a single stream: when N is not a multiple of R, the last draw of an epoch
-// takes the first positions of the next one (whose rank-to-position assignment is therefore
-// shifted), so no prompt is dropped and every rank draws the same count. The cursor
-// (epoch, position) is all a resumed run needs to continue exactly where it stopped.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,7 +20,7 @@
 #include <vector>
 
 #include "quartet/io/prompts.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 
 namespace quartet {
 
@@ -76,27 +67,5 @@ bool looks_like_hdf5(const std::string& path);
 // The header of `path` when it is a prepared JSONL prompts file; nullopt for a plain JSONL or an
 // HDF5 file. A malformed header is a quartet::Error naming the file and line.
 std::optional<PromptFileHeader> prepared_prompts_header(const std::string& path);
-
-struct PromptCursor {
-  int64_t epoch = 0;
-  int64_t position = 0;  // next position in the epoch's permutation (over all ranks)
-};
-
-class PromptSampler {
- public:
-  PromptSampler(int64_t dataset_size, uint64_t seed, int rank, int ranks);
-  // The next `count` prompt indices for this rank (wrapping into new epochs); advances the
-  // cursor by count * ranks positions. Every rank must call it with the same counts.
-  std::vector<int64_t> next(int count);
-  PromptCursor cursor() const { return cursor_; }
-  void set_cursor(const PromptCursor& c) { cursor_ = c; }
-
- private:
-  std::vector<int64_t> permutation(int64_t epoch) const;
-  int64_t size_;
-  uint64_t seed_;
-  int rank_, ranks_;
-  PromptCursor cursor_;
-};
 
 }  // namespace quartet

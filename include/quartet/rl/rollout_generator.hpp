@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
+#include "quartet/engine/prompt_sampler.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/generation.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 #include "quartet/rl/iteration.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/rl/scoring.hpp"
 
 namespace quartet {

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "quartet/dist/runtime.hpp"
+#include "quartet/engine/phase_clock.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/rl/iteration.hpp"
 #include "quartet/rl/model_parking.hpp"
-#include "quartet/rl/phase_clock.hpp"
-#include "quartet/rl/role_models.hpp"
 
 namespace quartet {
 
@@ -27,7 +27,7 @@ struct RowPrompts {
 };
 
 // The reward model's rows for a rollout batch, given the completions' text and the rows' prompts
-// (rl/reward_retokenizer.hpp).
+// (rl/rewards/reward_retokenizer.hpp).
 using RewardInput = std::function<RolloutBatch(const RolloutBatch& rollouts, const std::vector<std::string>& completions,
                                                const RowPrompts& prompts)>;
 
@@ -35,7 +35,7 @@ struct ScoringSetup {
   int chunks = 1;                  // generation chunks per iteration
   ScorePasses passes = 1;          // how scoring forward passes take their rows (rows, or packed tokens)
   int64_t pad_id = 0;
-  int64_t max_width = 0;           // the widest rollout (rl/experience.hpp's width buckets)
+  int64_t max_width = 0;           // the widest rollout (engine/experience.hpp's width buckets)
   SamplingView view;               // what the log-probs are taken over
   // The completions' text, decoded on the actor ranks (while the scoring groups work, disjoint).
   std::function<std::vector<std::string>(const RolloutBatch&)> decode;

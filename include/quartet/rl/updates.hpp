@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "quartet/core/config.hpp"
-#include "quartet/rl/experience.hpp"
-#include "quartet/rl/role_models.hpp"
+#include "quartet/engine/experience.hpp"
+#include "quartet/engine/role_models.hpp"
 
 namespace quartet {
 

@@ -5,7 +5,7 @@
 // its own (disjoint) or on the actor's (colocated), scores every training and held-out pair once
 // before the first step (tune/dpo_reference.hpp) and is then released. Each step every actor rank
 // draws dpo.batch pairs, runs both sides of train.micro_batch pairs at a time through the policy,
-// and the loss is rl/pair_losses.hpp's dpo_loss (sigmoid, cDPO, ipo) averaged over the step's
+// and the loss is tune/pair_losses.hpp's dpo_loss (sigmoid, cDPO, ipo) averaged over the step's
 // pairs on every rank; the step's statistics are TRL's rewards/accuracies, chosen, rejected,
 // margins and the policy's log-probs of each side. Held-out: the same numbers every
 // dpo.eval_every steps (tune/dpo_eval.hpp). The checkpoint holds actor.h5, which `quartet

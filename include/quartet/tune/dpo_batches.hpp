@@ -6,7 +6,7 @@
 //               to rank k mod ranks: a chunk is the same rows, padded the same way, however many
 //               ranks share the work, so the numbers of a pair do not depend on the rank count
 //               (the reference's log-probs, the held-out evaluation)
-//   micro-batch both sides of its pairs (rl/pair_dataset.hpp's make_pair_batch: prompts
+//   micro-batch both sides of its pairs (tune/pair_dataset.hpp's make_pair_batch: prompts
 //               left-padded, responses right-padded) and the reference's sequence log-probs of
 //               each side, in StageMicroBatch's tensors; its units are its pairs
 #include <torch/types.h>
@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "quartet/rl/experience.hpp"
-#include "quartet/rl/pair_dataset.hpp"
+#include "quartet/engine/experience.hpp"
 #include "quartet/shard/sharded_model.hpp"
+#include "quartet/tune/pair_dataset.hpp"
 #include "quartet/tune/stage.hpp"
 
 namespace quartet {

@@ -11,9 +11,9 @@
 // and `pairs`, the count. A pair's numbers do not depend on the number of actor ranks.
 #include <mpi.h>
 
-#include "quartet/rl/pair_losses.hpp"
-#include "quartet/rl/role_models.hpp"
+#include "quartet/engine/role_models.hpp"
 #include "quartet/tune/dpo_reference.hpp"
+#include "quartet/tune/pair_losses.hpp"
 #include "quartet/tune/stage.hpp"
 
 namespace quartet {

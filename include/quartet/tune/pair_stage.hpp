@@ -2,7 +2,7 @@
 // What the stages that learn from preference pairs share (quartet rm; dpo may use it too): the
 // training files read as one dataset, a step's pairs as the engine's micro-batches and back, and
 // the held-out pairs shared out over the trained group's ranks.
-//   PairFiles          several pair files (rl/pair_dataset.hpp; plain or prepared) as one
+//   PairFiles          several pair files (tune/pair_dataset.hpp; plain or prepared) as one
 //                      dataset, index i of file k after the rows of files 0..k-1; a bad file or
 //                      row is a DeckError naming the deck key, the file and its line
 //   pair_micro_batches a step's pairs cut into micro-batches of `micro_batch` pairs, each in
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
-#include "quartet/rl/pair_dataset.hpp"
+#include "quartet/tune/pair_dataset.hpp"
 #include "quartet/tune/stage.hpp"
 
 namespace quartet {

@@ -14,8 +14,8 @@
 
 #include <vector>
 
-#include "quartet/rl/pair_dataset.hpp"
-#include "quartet/rl/role_models.hpp"
+#include "quartet/engine/role_models.hpp"
+#include "quartet/tune/pair_dataset.hpp"
 #include "quartet/tune/stage.hpp"
 
 namespace quartet {

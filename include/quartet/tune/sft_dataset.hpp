@@ -19,7 +19,7 @@
 #include "quartet/core/config.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/io/sft_file.hpp"
-#include "quartet/model/tokenizer.hpp"
+#include "quartet/model/tokenizer/tokenizer.hpp"
 
 namespace quartet {
 

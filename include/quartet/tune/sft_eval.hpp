@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "quartet/engine/role_models.hpp"
 #include "quartet/model/generation.hpp"
-#include "quartet/rl/role_models.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/stage.hpp"
 

@@ -4,7 +4,7 @@
 // checkpoints, stop requests and memory plan. Once the models are built, the objective's
 // prepare() (dpo: the frozen reference scores every pair once). A step, on every rank:
 //   next batch      the trained group's ranks draw their rows (stage_schedule.batch each) from
-//                   seeded epochs of the training set (rl/prompt_dataset.hpp PromptSampler: the
+//                   seeded epochs of the training set (engine/prompt_sampler.hpp: the
 //                   ranks see disjoint rows, every row once an epoch; the cursor is checkpointed)
 //   forward + loss  the objective cuts its rows into micro-batches and gives each one's loss,
 //   backward        summed over its units (sft: target tokens); the step's loss is the sum over
@@ -20,9 +20,9 @@
 //                   optimizer, eval)
 //   checkpoint      checkpoint.every steps and at the end; on SIGUSR1/SIGTERM or near
 //   or stop         run.time_limit a checkpoint and exit 75, on a second request exit 76
-//                   (rl/stop_control.hpp); checkpoint.resume = auto continues from the newest
+//                   (engine/stop_control.hpp); checkpoint.resume = auto continues from the newest
 //                   intact one, bitwise as if never stopped. The checkpoint is train's
-//                   (rl/training_checkpoint.hpp): <role>.h5 of the trained role, trainer.h5 with
+//                   (engine/training_checkpoint.hpp): <role>.h5 of the trained role, trainer.h5 with
 //                   the step count and the data cursor, the manifest naming the stage.
 // The run file and the checkpoints count steps where train counts iterations.
 #include <cstdint>
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "quartet/dist/runtime.hpp"
-#include "quartet/rl/role_models.hpp"
+#include "quartet/engine/role_models.hpp"
 
 namespace quartet {
 

@@ -12,7 +12,7 @@
 // An rm deck (rm.data set) as a trained reward model alone (model_spec.hpp is_trained) whose
 //   train phase     micro-batches of train.micro_batch pairs: both sides in one forward, 2 x
 //                   train.micro_batch sequences as wide as the longest prompt plus the longest
-//                   response, at most 2 x (rm.max_tokens - 1) tokens (rl/pair_dataset.hpp's layout)
+//                   response, at most 2 x (rm.max_tokens - 1) tokens (tune/pair_dataset.hpp's layout)
 //   score phase     the held-out pairs, train.micro_batch of them (both sides) a forward
 // Any other deck is train's and is planned as it is.
 #include "quartet/core/config.hpp"
