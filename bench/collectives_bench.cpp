@@ -14,6 +14,7 @@
 #include "quartet/core/log.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/dist/world.hpp"
 

@@ -32,8 +32,10 @@
 #include <vector>
 
 #include "graph_timing.hpp"
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/kernel_switch.hpp"
+#include "quartet/core/kernels_config.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/dist/device_memory.hpp"
 #include "quartet/model/decode_kernels.hpp"
@@ -182,7 +184,7 @@ int main(int argc, char** argv) {
     }
   }
   // The kernels as a deck with these overrides would switch them.
-  use_kernels(load_kernels_config(Deck("generate_bench --set", "", a.overrides, deck_schema())));
+  use_kernels(kernels_section().load(Deck("generate_bench --set", "", a.overrides, deck_schema())));
   const torch::Device dev = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const auto dtype = a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   torch::manual_seed(1);

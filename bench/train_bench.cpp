@@ -16,11 +16,13 @@
 #include <map>
 #include <string>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
 #include "quartet/dist/device_memory.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/world.hpp"
 #include "quartet/shard/memory_plan.hpp"
 #include "quartet/shard/sharded_adamw.hpp"

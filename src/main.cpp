@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/commands/dpo_command.hpp"
 #include "quartet/commands/export_command.hpp"
 #include "quartet/commands/generate_command.hpp"
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
   for (const auto& c : kCommands)
     if (cl.command == c.spec.name) command = &c;
   if (cl.help) {
-    std::printf("%s", command ? quartet::command_help(command->spec).c_str()
+    std::printf("%s", command ? quartet::command_help(command->spec, quartet::deck_schema()).c_str()
                               : quartet::top_level_help(specs).c_str());
     return 0;
   }
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
   quartet::World world(&argc, &argv);
   int status = 2;
   try {
-    auto runtime = quartet::start_runtime(world, cl.operand, cl.overrides);
+    auto runtime = quartet::start_runtime(world, cl.operand, cl.overrides, quartet::deck_sections());
     if (runtime) {
       status = command->job(*runtime, cl);
       // MPI_Finalize waits for every rank, unwatched: a rank that stalls near the end is caught here.

@@ -32,6 +32,7 @@ class ScratchDir {
   // The same, its parent directories made first.
   std::string file_in_subdirs(const std::string& name, const std::string& text) const;
   std::string path(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& directory() const { return path_; }
 
  private:
   std::string path_;

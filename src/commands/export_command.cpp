@@ -14,6 +14,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/checkpoint_summary.hpp"

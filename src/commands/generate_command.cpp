@@ -6,7 +6,9 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/dist/gather_text.hpp"
+#include "quartet/engine/sampling_setup.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/io/prompts.hpp"
 #include "quartet/io/tensor_h5.hpp"
@@ -21,8 +23,7 @@ namespace {
 struct Plan {
   std::vector<Prompt> prompts;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<int64_t> stop_ids;
-  int64_t pad_id = 0;
+  SamplingSetup setup;  // stops, pad, vocabulary limit (engine/sampling_setup.hpp)
   // A prepared file's rows carry their ids (made for this tokenizer: checked); plain ones are
   // tokenized here.
   std::vector<int64_t> ids(size_t i) const {
@@ -33,14 +34,14 @@ struct Plan {
 // A prepared prompts file made for another tokenizer or chat template than the actor's, or with
 // ids outside its vocabulary, is refused naming the files and the line.
 void check_prepared_prompts(const Config& cfg, const Plan& plan) {
-  const auto header = read_prompt_header(cfg.rollout.prompts);
+  const auto header = read_prompt_header(cfg.get<RolloutConfig>().prompts);
   if (!header) return;
-  const std::string misfit = prompt_header_misfit(*header, model_dir_identity(cfg.actor.path));
+  const std::string misfit = prompt_header_misfit(*header, model_dir_identity(cfg.get<ModelsConfig>().actor.path));
   if (!misfit.empty()) cfg.deck.fail("rollout.prompts", "names a file prepared for another actor: " + misfit);
   for (const Prompt& p : plan.prompts)
     for (int64_t id : p.ids)
       QUARTET_CHECK(id < plan.tokenizer->vocab_size(),
-                    cfg.rollout.prompts + ":" + std::to_string(p.line) + ": prompt id " + std::to_string(id) +
+                    cfg.get<RolloutConfig>().prompts + ":" + std::to_string(p.line) + ": prompt id " + std::to_string(id) +
                         " is outside the actor tokenizer's vocabulary of " + std::to_string(plan.tokenizer->vocab_size()));
 }
 
@@ -48,18 +49,18 @@ void check_prepared_prompts(const Config& cfg, const Plan& plan) {
 // tokenizer's ids and every prompt with its new tokens: refused up front on every rank alike,
 // naming the tensor, the file or the prompt, rather than failing inside an embedding lookup.
 void check_model_fits_prompts(const Config& cfg, const Plan& plan) {
-  const ModelConfig model = ModelConfig::from_json_file(cfg.actor.path + "/config.json");
-  map_weights(SafetensorsCheckpoint(cfg.actor.path), model, Head::causal_lm, HeadSource::checkpoint);
+  const ModelConfig model = ModelConfig::from_json_file(cfg.get<ModelsConfig>().actor.path + "/config.json");
+  map_weights(SafetensorsCheckpoint(cfg.get<ModelsConfig>().actor.path), model, Head::causal_lm, HeadSource::checkpoint);
   const std::string misfit = tokenizer_misfit(*plan.tokenizer, model);
-  if (!misfit.empty()) cfg.deck.fail("model.actor.path", "is '" + cfg.actor.path + "': " + misfit);
+  if (!misfit.empty()) cfg.deck.fail("model.actor.path", "is '" + cfg.get<ModelsConfig>().actor.path + "': " + misfit);
   const int64_t limit = model.position_limit();
   for (size_t i = 0; i < plan.prompts.size(); ++i) {
     const int64_t n = static_cast<int64_t>(plan.ids(i).size());
-    if (n + cfg.rollout.max_new_tokens > limit)
+    if (n + cfg.get<RolloutConfig>().max_new_tokens > limit)
       cfg.deck.fail("rollout.max_new_tokens",
-                    "is " + std::to_string(cfg.rollout.max_new_tokens) + ", and the prompt on " + cfg.rollout.prompts +
+                    "is " + std::to_string(cfg.get<RolloutConfig>().max_new_tokens) + ", and the prompt on " + cfg.get<RolloutConfig>().prompts +
                         ":" + std::to_string(plan.prompts[i].line) + " has " + std::to_string(n) + " tokens: together more than the " +
-                        std::to_string(limit) + " learned positions (n_positions) of " + cfg.actor.path);
+                        std::to_string(limit) + " learned positions (n_positions) of " + cfg.get<ModelsConfig>().actor.path);
   }
 }
 
@@ -70,19 +71,13 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
   // Everything that can be refused is checked on every rank alike, before any model is loaded.
   Plan plan;
   bool ok = rt.world.agree([&] {
-    if (cfg.actor.path.empty())
+    if (cfg.get<ModelsConfig>().actor.path.empty())
       cfg.deck.fail("model.actor.path", "is not set: generate needs the actor's model directory");
-    if (cfg.rollout.prompts.empty())
+    if (cfg.get<RolloutConfig>().prompts.empty())
       cfg.deck.fail("rollout.prompts", "is not set: generate needs a prompts file");
-    plan.prompts = read_prompts(cfg.rollout.prompts);
-    plan.tokenizer = load_model_tokenizer(cfg.actor.path);
-    if (plan.tokenizer->eos_id) plan.stop_ids.push_back(*plan.tokenizer->eos_id);
-    for (const auto& s : cfg.rollout.stop) {
-      auto id = plan.tokenizer->token_to_id(s);
-      if (!id) cfg.deck.fail("rollout.stop", "names '" + s + "', which is not a token of " + cfg.actor.path);
-      plan.stop_ids.push_back(*id);
-    }
-    plan.pad_id = plan.tokenizer->pad_id.value_or(plan.tokenizer->eos_id.value_or(0));
+    plan.prompts = read_prompts(cfg.get<RolloutConfig>().prompts);
+    plan.tokenizer = load_model_tokenizer(cfg.get<ModelsConfig>().actor.path);
+    plan.setup = sampling_setup(cfg, *plan.tokenizer, resolve_model(cfg, Role::actor));
     check_prepared_prompts(cfg, plan);
     check_model_fits_prompts(cfg, plan);
   });
@@ -91,25 +86,22 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
   const Group& actor = rt.groups->of(Role::actor);
   std::string mine;
   if (actor.member()) {
-    auto model = load_model(cfg.actor.path, Head::causal_lm, dtype_from_name(cfg.actor.dtype), rt.device);
+    auto model = load_model(cfg.get<ModelsConfig>().actor.path, Head::causal_lm, dtype_from_name(cfg.get<ModelsConfig>().actor.dtype), rt.device);
     model->eval();
-    SamplingParams params = sampling_params(cfg.rollout);
-    params.stop_ids = plan.stop_ids;
-    params.pad_id = plan.pad_id;
-    params.vocab_limit = plan.tokenizer->vocab_size();  // never an id the tokenizer cannot decode
-    params.seed = cfg.run.seed + static_cast<uint64_t>(actor.rank);  // ranks sample differently
+    SamplingParams params = rollout_sampling(cfg, plan.setup);
+    params.seed = cfg.get<RunConfig>().seed + static_cast<uint64_t>(actor.rank);  // ranks sample differently
 
     // Prompts i with i % group size == group rank are this rank's.
     std::vector<size_t> todo;
     for (size_t i = static_cast<size_t>(actor.rank); i < plan.prompts.size();
          i += static_cast<size_t>(actor.size()))
       todo.push_back(i);
-    for (size_t at = 0; at < todo.size(); at += static_cast<size_t>(cfg.rollout.batch)) {
+    for (size_t at = 0; at < todo.size(); at += static_cast<size_t>(cfg.get<RolloutConfig>().batch)) {
       std::vector<size_t> batch(todo.begin() + static_cast<long>(at),
-                                todo.begin() + static_cast<long>(std::min(todo.size(), at + static_cast<size_t>(cfg.rollout.batch))));
+                                todo.begin() + static_cast<long>(std::min(todo.size(), at + static_cast<size_t>(cfg.get<RolloutConfig>().batch))));
       std::vector<std::vector<int64_t>> encoded;
       for (size_t i : batch) encoded.push_back(plan.ids(i));
-      auto [ids, mask] = left_pad(encoded, plan.pad_id);
+      auto [ids, mask] = left_pad(encoded, plan.setup.pad_id);
       Generation g = generate(model, ids.to(rt.device), mask.to(rt.device), params);
       auto tokens = g.tokens.cpu();
       auto lengths = g.new_lengths.cpu();
@@ -139,8 +131,8 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
     });
 
     if (actor.rank == 0) {
-      make_directories(cfg.run.out);
-      const std::string path = cfg.run.out + "/generations.jsonl";
+      make_directories(cfg.get<RunConfig>().out);
+      const std::string path = cfg.get<RunConfig>().out + "/generations.jsonl";
       std::string text;
       for (const auto& j : results) text += j.dump() + "\n";
       write_text_atomically(path, text);
@@ -155,7 +147,7 @@ int run_generate(Runtime& rt, const CommandLine& cl) {
       if (cl.has("logits")) {
         std::vector<std::vector<int64_t>> all;
         for (size_t i = 0; i < plan.prompts.size(); ++i) all.push_back(plan.ids(i));
-        auto [ids, mask] = left_pad(all, plan.pad_id);
+        auto [ids, mask] = left_pad(all, plan.setup.pad_id);
         torch::NoGradGuard no_grad;
         auto logits = model->forward(ids.to(rt.device), mask.to(rt.device)).to(torch::kFloat).cpu();
         write_tensors_h5(cl.options.at("logits"),

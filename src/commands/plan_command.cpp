@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <iostream>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/check.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/deck.hpp"
 #include "quartet/dist/placement.hpp"
+#include "quartet/dist/placement_config.hpp"
 #include "quartet/shard/memory_plan.hpp"
 #include "quartet/tune/stage_plan.hpp"
 
@@ -37,7 +39,7 @@ int disjoint_ranks(const PlacementConfig& pl) {
 // The ranks the placement fixes: the sum of the disjoint counts, or the count every role of a
 // colocated deck spans. make_placement then refuses what train would refuse on that many.
 int ranks_needed(const Config& config) {
-  const PlacementConfig& pl = config.placement;
+  const PlacementConfig& pl = config.get<PlacementConfig>();
   const bool colocated = pl.mode == PlacementMode::colocated;
   const int world = colocated ? std::max({pl.actor, pl.critic, pl.reference, pl.reward}) : disjoint_ranks(pl);
   if (colocated && world < 1)
@@ -64,10 +66,10 @@ int plan_to(const CommandLine& cl, std::ostream& out, std::ostream& err) {
   }
   int world = ranks;
   if (world == 0) {
-    if (config.placement.mode == PlacementMode::colocated)
+    if (config.get<PlacementConfig>().mode == PlacementMode::colocated)
       throw UsageError("the deck's placement is colocated: every role spans every rank, so the "
                        "plan needs the job's size: pass --ranks N");
-    world = disjoint_ranks(config.placement);
+    world = disjoint_ranks(config.get<PlacementConfig>());
     if (world == 0) config.deck.fail("placement.actor", "is not set: give the placement or pass --ranks N");
   }
   // A stage's deck (sft, rm) is planned with its own shapes (tune/stage_plan.hpp).

@@ -9,6 +9,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/dist/exchange.hpp"
 #include "quartet/dist/gather_text.hpp"
 #include "quartet/dist/placement.hpp"
@@ -161,7 +162,7 @@ std::string summarize(const Group& g, const std::vector<Row>& rows) {
 int run_selfcheck(Runtime& rt) {
   bool ok = true;
   std::string table;
-  const int iterations = rt.config.run.iterations;
+  const int iterations = rt.config.get<RunConfig>().iterations;
   for (int it = 0; it < iterations; ++it) {
     const bool last = it + 1 == iterations;
     for (const auto& g : rt.groups->all()) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/check.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/deck.hpp"

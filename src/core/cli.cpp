@@ -97,7 +97,7 @@ std::string top_level_help(const std::vector<CommandSpec>& commands) {
   return s.str();
 }
 
-std::string command_help(const CommandSpec& command) {
+std::string command_help(const CommandSpec& command, const po::options_description& deck_keys) {
   std::ostringstream s;
   s << "Usage: quartet " << command.name << " " << command.operand
     << (command.is_deck() ? " [--set section.key=value ...]" : "")
@@ -106,9 +106,9 @@ std::string command_help(const CommandSpec& command) {
     << command_options(command) << "\n";
   if (!command.is_deck()) return s.str();
   s << "Deck keys ([section] key = default: meaning):\n";
-  Deck defaults("defaults", "", {}, deck_schema());
+  Deck defaults("defaults", "", {}, deck_keys);
   std::string section;
-  for (const auto& opt : deck_schema().options()) {
+  for (const auto& opt : deck_keys.options()) {
     const std::string& key = opt->long_name();
     auto dot = key.rfind('.');
     if (key.substr(0, dot) != section) {

@@ -10,6 +10,7 @@
 #endif
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/dist_config.hpp"
 
 namespace quartet {
 

@@ -53,8 +53,11 @@ void for_each_chunk(const torch::Tensor& t, F f) {
     f(base + off, static_cast<int>(std::min(kMaxChunk, bytes - off)));
 }
 
-// One direction of one call, seen from this rank. It owns the send buffers until finish(); if
-// an error escapes before then, the job is being aborted anyway (see core/check.hpp).
+}  // namespace
+
+// One direction of one call, seen from this rank (outside the anonymous namespace:
+// GroupExchange::Posted holds one). It owns the send buffers until finish(); if an error escapes
+// before then, the job is being aborted anyway (see core/check.hpp).
 class Transfer {
  public:
   Transfer(MPI_Comm comm, int tag, Watchdog* watchdog, const std::string& what)
@@ -164,6 +167,8 @@ class Transfer {
   std::optional<Watchdog::Watch> watch_;
   std::deque<Message> out_;  // a deque: the buffers of posted sends must not move
 };
+
+namespace {
 
 // What the watchdog's report calls this call: "exchange 'x' forward (source 1 of 3)".
 std::string describe(const std::string& name, const char* direction, int si, int ns, int di,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {

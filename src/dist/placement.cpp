@@ -3,6 +3,8 @@
 #include <map>
 #include <sstream>
 
+#include "quartet/dist/placement_config.hpp"
+
 namespace quartet {
 
 const char* role_name(Role role) {

@@ -9,7 +9,9 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/kernel_switch.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
@@ -51,7 +53,7 @@ void seed_default_generators(std::uint64_t seed, int rank, const torch::Device& 
 }  // namespace
 
 std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& deck_path,
-                                       const std::vector<std::string>& overrides) {
+                                       const std::vector<std::string>& overrides, const DeckSections& sections) {
   // The watchdog first, so that start-up's collectives are watched too: under the default
   // timeout until the deck says otherwise.
   auto watchdog = std::make_unique<Watchdog>(DistConfig{}.watchdog_timeout, Watchdog::TimeoutHandler{},
@@ -66,26 +68,25 @@ std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& de
   torch::Device device(torch::kCPU);
   bool ok = world.agree([&] {
     if (!read_error.empty()) throw DeckError(read_error);
-    config = std::make_unique<Config>(
-        load_config(Deck(deck_path, text, overrides, deck_schema())));
-    placement = make_placement(config->placement, world.size(), config->deck);
-    device = select_device(config->dist.device, world.local_rank());
+    config = std::make_unique<Config>(sections.load(deck_path, text, overrides));
+    placement = make_placement(config->get<PlacementConfig>(), world.size(), config->deck);
+    device = select_device(config->get<DistConfig>().device, world.local_rank());
   });
   if (!ok) return nullptr;
-  watchdog->set_timeout(config->dist.watchdog_timeout);
+  watchdog->set_timeout(config->get<DistConfig>().watchdog_timeout);
 
   // Step 2, collective: where every rank computes, then the checks that need all of it.
   auto devices = gather_devices(world, device);
   Backend backend = Backend::mpi;
   ok = world.agree([&] {
-    backend = resolve_backend(config->dist, device, config->deck);
+    backend = resolve_backend(config->get<DistConfig>(), device, config->deck);
     if (backend == Backend::nccl) check_gpu_sharing(placement, devices, config->deck);
   });
   if (!ok) return nullptr;
 
   if (!device.is_cuda()) configure_cpu_threads(world.local_size());
-  seed_default_generators(config->run.seed, world.rank(), device);
-  use_kernels(config->kernels);  // [kernels]: before any model is built
+  seed_default_generators(config->get<RunConfig>().seed, world.rank(), device);
+  use_kernels(config->get<KernelsConfig>());  // [kernels]: before any model is built
   printf0("quartet %s: %d rank(s), %s backend, %s\n", QUARTET_VERSION, world.size(),
           name_of(backend), placement.describe().c_str());
   printf0("---- resolved deck (%s) ----\n%s----\n", deck_path.c_str(),

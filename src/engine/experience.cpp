@@ -10,6 +10,7 @@
 #include "quartet/core/kernel_switch.hpp"
 #include "quartet/engine/packed_rollouts.hpp"
 #include "quartet/engine/token_logprobs.hpp"
+#include "quartet/model/rollout_config.hpp"
 
 namespace quartet {
 

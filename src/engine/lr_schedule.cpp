@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "quartet/core/check.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 

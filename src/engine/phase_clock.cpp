@@ -6,6 +6,7 @@
 
 #include "quartet/core/files.hpp"
 #include "quartet/dist/device_memory.hpp"
+#include "quartet/engine/profile_config.hpp"
 
 namespace quartet {
 

@@ -4,8 +4,11 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/io/sharded_h5.hpp"
+#include "quartet/model/models_config.hpp"
 #include "quartet/model/tokenizer/same_token_ids.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 
@@ -14,7 +17,7 @@ namespace {
 // The seed of a role's random weights: the reference shares the actor's (it is the frozen
 // initial policy); the others get their own.
 std::uint64_t weight_seed(const Config& config, Role role) {
-  const std::uint64_t base = config.run.seed * 7919u;
+  const std::uint64_t base = config.get<RunConfig>().seed * 7919u;
   switch (role) {
     case Role::actor:
     case Role::reference: return base + 1;
@@ -49,7 +52,7 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
     so.checkpointing = sec.checkpointing;
     so.reshard_after_forward = sec.reshard_after_forward;
     so.offload_params = sec.offload_params;
-    so.reduce_fp32 = config.train.reduce_dtype == ReducePrecision::float32;
+    so.reduce_fp32 = config.get<TrainConfig>().reduce_dtype == ReducePrecision::float32;
     ParamSource source;
     std::unique_ptr<ShardedH5Reader> saved;
     if (!resume_dir.empty() && rm->spec.trained) {
@@ -75,10 +78,10 @@ RoleModels build_role_models(const Config& config, const ModelGroups& groups, to
       AdamWOptions ao;
       ao.lr = sec.lr;
       ao.weight_decay = sec.weight_decay;
-      ao.beta1 = config.train.adam_beta1;
-      ao.beta2 = config.train.adam_beta2;
-      ao.eps = config.train.adam_eps;
-      ao.max_grad_norm = config.train.max_grad_norm;
+      ao.beta1 = config.get<TrainConfig>().adam_beta1;
+      ao.beta2 = config.get<TrainConfig>().adam_beta2;
+      ao.eps = config.get<TrainConfig>().adam_eps;
+      ao.max_grad_norm = config.get<TrainConfig>().max_grad_norm;
       ao.offload = sec.offload_optimizer;
       rm->optimizer = std::make_unique<ShardedAdamW>(*rm->model, ao);
       if (saved)
@@ -128,7 +131,7 @@ void check_reads_actor_ids(const Config& config, const ModelSpec& spec, const To
 }  // namespace
 
 void check_models_fit_run(const Config& config, const Placement& placement, const Tokenizer& tokenizer) {
-  const int64_t positions = int64_t(config.rollout.max_prompt_tokens) + config.rollout.max_new_tokens;
+  const int64_t positions = int64_t(config.get<RolloutConfig>().max_prompt_tokens) + config.get<RolloutConfig>().max_new_tokens;
   for (Role role : kAllRoles) {
     if (!placement.has(role) || !has_model(config, role)) continue;
     const ModelSpec spec = resolve_model(config, role);

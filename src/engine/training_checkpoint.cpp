@@ -13,8 +13,10 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/core/utc_time.hpp"
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/engine/checkpoint_config.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/checkpoint_identity.hpp"
 #include "quartet/io/sharded_h5.hpp"
@@ -123,7 +125,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   watched::allreduce(MPI_IN_PLACE, doubles.data(), kDoubles, MPI_DOUBLE, MPI_SUM, world.comm(), "the checkpoint's numbers");
   const int64_t iteration = ints[kIteration];
 
-  const std::string dir = begin_checkpoint(cfg.run.out, iteration, world.comm());
+  const std::string dir = begin_checkpoint(cfg.get<RunConfig>().out, iteration, world.comm());
   std::vector<std::string> files;
   for (Role role : stage.trained) {
     if (!saved_role(rt, stage, role)) continue;
@@ -161,13 +163,13 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
   const double written = now();
 
   nlohmann::json info;
-  info["run_name"] = cfg.run.name;
+  info["run_name"] = cfg.get<RunConfig>().name;
   info["run_id"] = state.run_id;
   info["iteration"] = iteration;
   info["world_size"] = world.size();
   info["placement"] = rt.placement.describe();
   info["stage"] = stage.name;
-  info["algorithm"] = stage.name == "train" ? std::string(name_of(cfg.algorithm.algorithm)) : stage.name;
+  info["algorithm"] = stage.algorithm.empty() ? stage.name : stage.algorithm;
   info["git_commit"] = git_commit();
   info["version"] = QUARTET_VERSION;
   info["deck"] = cfg.deck.resolved();
@@ -195,7 +197,7 @@ CheckpointWrite save_training_checkpoint(Runtime& rt, const RoleModels& models, 
     m["optimizer_steps"] = role == stage.trained.front() ? ints[kActorSteps] : ints[kCriticSteps];
     info["models"][role_name(role)] = m;
   }
-  commit_checkpoint(cfg.run.out, iteration, files, info, world.comm(), cfg.checkpoint.keep, cfg.checkpoint.keep_every);
+  commit_checkpoint(cfg.get<RunConfig>().out, iteration, files, info, world.comm(), cfg.get<CheckpointConfig>().keep, cfg.get<CheckpointConfig>().keep_every);
 
   CheckpointWrite out;
   out.dir = dir;
@@ -249,11 +251,11 @@ CheckpointNeeds resume_needs(const Runtime& rt, const CheckpointStage& stage) {
 std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const CheckpointStage& stage) {
   const Config& cfg = rt.config;
   const World& world = rt.world;
-  const std::string& how = cfg.checkpoint.resume;
+  const std::string& how = cfg.get<CheckpointConfig>().resume;
   if (how == "never") {
-    const auto steps = list_checkpoint_steps(cfg.run.out);
+    const auto steps = list_checkpoint_steps(cfg.get<RunConfig>().out);
     if (!steps.empty())
-      cfg.deck.fail("checkpoint.resume", "is never, but " + checkpoints_dir(cfg.run.out) + " already holds step_" +
+      cfg.deck.fail("checkpoint.resume", "is never, but " + checkpoints_dir(cfg.get<RunConfig>().out) + " already holds step_" +
                                              std::to_string(steps.back()) +
                                              ": set it to auto to continue that run, or give run.out a new directory");
     return std::nullopt;
@@ -269,9 +271,9 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
   }
   // Listed before the collective search: once it returns, rank 0 may move the checkpoints
   // aside, and a rank listing later would find none and take the run for a fresh one.
-  const bool any_checkpoint = !list_checkpoint_steps(cfg.run.out).empty();
+  const bool any_checkpoint = !list_checkpoint_steps(cfg.get<RunConfig>().out).empty();
   std::vector<std::string> warnings;
-  auto found = find_latest_checkpoint(cfg.run.out, world.comm(), &warnings, resume_needs(rt, stage));
+  auto found = find_latest_checkpoint(cfg.get<RunConfig>().out, world.comm(), &warnings, resume_needs(rt, stage));
   if (found || !any_checkpoint) {
     for (const auto& w : warnings) printf0("%s: warning: %s\n", stage.name.c_str(), w.c_str());
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
@@ -280,8 +282,8 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
   // the damaged steps, so that takes the deck's say-so.
   std::string all;
   for (const auto& w : warnings) all += "\n  " + w;
-  const std::string cdir = checkpoints_dir(cfg.run.out);
-  if (cfg.checkpoint.on_damaged == OnDamaged::refuse)
+  const std::string cdir = checkpoints_dir(cfg.get<RunConfig>().out);
+  if (cfg.get<CheckpointConfig>().on_damaged == OnDamaged::refuse)
     cfg.deck.fail("checkpoint.on_damaged",
                   "is refuse, and no checkpoint under " + cdir + " is intact:" + all +
                       "\n  Repair or remove them, name an intact one in checkpoint.resume, or set "

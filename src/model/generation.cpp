@@ -12,6 +12,7 @@
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/generation_parts.hpp"
 #include "quartet/model/paged_generation.hpp"
+#include "quartet/model/rollout_config.hpp"
 
 namespace quartet {
 

@@ -4,6 +4,8 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/model/models_config.hpp"
+#include "quartet/core/run_config.hpp"
 
 namespace quartet {
 
@@ -18,20 +20,20 @@ Head head_of(Role role) {
 }
 
 bool is_trained(const Config& config, Role role) {
-  if (config.rm.enabled()) return role == Role::reward;
+  if (config.get<RunConfig>().is_stage("rm")) return role == Role::reward;
   return role == Role::actor || role == Role::critic;
 }
 
-Role tokenizer_role(const Config& config) { return config.rm.enabled() ? Role::reward : Role::actor; }
+Role tokenizer_role(const Config& config) { return config.get<RunConfig>().is_stage("rm") ? Role::reward : Role::actor; }
 
 const ModelSectionConfig& model_section(const Config& config, Role role) {
   switch (role) {
-    case Role::actor: return config.actor;
-    case Role::critic: return config.critic;
-    case Role::reference: return config.reference;
-    case Role::reward: return config.reward;
+    case Role::actor: return config.get<ModelsConfig>().actor;
+    case Role::critic: return config.get<ModelsConfig>().critic;
+    case Role::reference: return config.get<ModelsConfig>().reference;
+    case Role::reward: return config.get<ModelsConfig>().reward;
   }
-  return config.actor;
+  return config.get<ModelsConfig>().actor;
 }
 
 std::string dtype_name(torch::ScalarType dtype) {
@@ -69,14 +71,14 @@ std::string key(Role role, const char* k) { return std::string("model.") + role_
 // The section whose path (and sizes) describe the role's model: the reference borrows the
 // actor's when its own path is empty.
 Role source_role(const Config& config, Role role) {
-  if (role == Role::reference && config.reference.path.empty()) return Role::actor;
+  if (role == Role::reference && config.get<ModelsConfig>().reference.path.empty()) return Role::actor;
   return role;
 }
 
 }  // namespace
 
 bool has_model(const Config& config, Role role) {
-  if (role == Role::reward) return config.reward.kind == "model" && !config.reward.path.empty();
+  if (role == Role::reward) return config.get<ModelsConfig>().reward.kind.is_model() && !config.get<ModelsConfig>().reward.path.empty();
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "quartet/rl/algorithm.hpp"
 
 #include "quartet/core/check.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 

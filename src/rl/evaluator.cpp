@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "quartet/core/check.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/engine/phase_clock.hpp"
+#include "quartet/rl/eval_config.hpp"
 #include "quartet/rl/rollout_generator.hpp"
 
 namespace quartet {
@@ -36,7 +38,7 @@ RolloutBatch empty_rows(torch::Device device) {
 
 std::vector<DatasetPrompt> eval_share(const Config& config, const PromptDataset& dataset, int group_rank,
                                       int group_size) {
-  const EvalConfig& e = config.eval;
+  const EvalConfig& e = config.get<EvalConfig>();
   if (e.count > dataset.size())
     config.deck.fail("eval.count", "is " + std::to_string(e.count) + ", but " + dataset.path() + " holds " +
                                        std::to_string(dataset.size()) + " prompts");
@@ -51,18 +53,18 @@ Evaluator::Evaluator(const Config& config, RoleModel* actor, std::vector<Dataset
                      EvalRewards rewards, int world_rank, MPI_Comm world)
     : config_(config), actor_(actor), prompts_(std::move(prompts)), sampling_(std::move(sampling)),
       decode_(std::move(decode)), rewards_(std::move(rewards)), world_rank_(world_rank), world_(world),
-      rows_per_pass_(static_cast<int64_t>(ChunkLayout(config.rollout).prompts_per_chunk) *
-                     config.algorithm.samples_per_prompt),
-      max_width_(max_rollout_width(config.rollout)) {
-  sampling_.max_new_tokens = config.eval.max_new_tokens;
+      rows_per_pass_(static_cast<int64_t>(ChunkLayout(config.get<RolloutConfig>()).prompts_per_chunk) *
+                     config.get<AlgorithmConfig>().samples_per_prompt),
+      max_width_(max_rollout_width(config.get<RolloutConfig>())) {
+  sampling_.max_new_tokens = config.get<EvalConfig>().max_new_tokens;
   sampling_.keep_cache = false;
 }
 
 bool Evaluator::due(int done) const {
-  const EvalConfig& e = config_.eval;
+  const EvalConfig& e = config_.get<EvalConfig>();
   if (!e.enabled()) return false;
   if (done == 0) return e.at_start;
-  return (e.every > 0 && done % e.every == 0) || (done == config_.run.iterations && e.at_end);
+  return (e.every > 0 && done % e.every == 0) || (done == config_.get<RunConfig>().iterations && e.at_end);
 }
 
 std::vector<RolloutBatch> Evaluator::generate_rows(int copies, const SamplingParams& sp, int done, int part) {
@@ -78,7 +80,7 @@ std::vector<RolloutBatch> Evaluator::generate_rows(int copies, const SamplingPar
                                                   ids.begin() + static_cast<std::ptrdiff_t>(end));
     auto [prompt, prompt_mask] = left_pad(slice, sp.pad_id);
     SamplingParams p = sp;
-    p.seed = eval_seed(config_.run.seed, done, part, pass, actor_->group->rank());
+    p.seed = eval_seed(config_.get<RunConfig>().seed, done, part, pass, actor_->group->rank());
     Generation g = quartet::generate(actor_->model->module(), prompt.to(dev), prompt_mask.to(dev), p);
     const int64_t P = prompt.size(1);
     pieces.push_back({g.tokens, g.attention_mask, g.attention_mask.narrow(1, P, g.tokens.size(1) - P).contiguous()});
@@ -104,12 +106,12 @@ EvalRows Evaluator::rows_of(const std::vector<RolloutBatch>& greedy, const std::
   for (const DatasetPrompt& p : prompts_) add(p);
   if (!sampled.empty())
     for (const DatasetPrompt& p : prompts_)
-      for (int c = 0; c < config_.eval.samples; ++c) add(p);
+      for (int c = 0; c < config_.get<EvalConfig>().samples; ++c) add(p);
   return rows;
 }
 
 EvalMetrics Evaluator::evaluate(int done) {
-  const EvalConfig& e = config_.eval;
+  const EvalConfig& e = config_.get<EvalConfig>();
   const double start = monotonic_seconds();
   EvalMetrics m(done, e.samples, e.k);
   EvalRows rows;

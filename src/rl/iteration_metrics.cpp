@@ -6,6 +6,7 @@
 #include <iterator>
 #include <vector>
 
+#include "quartet/core/units.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {

@@ -8,6 +8,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/engine/shape_checks.hpp"
 #include "quartet/rl/advantages.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 

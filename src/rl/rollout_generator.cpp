@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "quartet/core/run_config.hpp"
 #include "quartet/dist/device_memory.hpp"
+#include "quartet/model/rollout_config.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 
@@ -17,7 +20,7 @@ int ChunkLayout::prompts_in(int chunk) const { return std::min(prompts_per_chunk
 RolloutGenerator::RolloutGenerator(const Config& config, RoleModel& actor, const PromptDataset& dataset,
                                    PromptSampler& sampler, SamplingParams sampling, int rank)
     : config_(config), actor_(actor), dataset_(dataset), sampler_(sampler), sampling_(std::move(sampling)),
-      rank_(rank), layout_(config.rollout), max_width_(max_rollout_width(config.rollout)) {
+      rank_(rank), layout_(config.get<RolloutConfig>()), max_width_(max_rollout_width(config.get<RolloutConfig>())) {
   sampling_.cache_slots = max_width_;  // room for the widest rollout, should the cache be kept
 }
 
@@ -25,7 +28,7 @@ void RolloutGenerator::generate(Iteration& it, Scoring& scoring, const SamplingV
                                 const ScorePasses& score_passes) {
   std::vector<torch::Tensor> old_parts;
   actor_.model->gather_full();  // the full weights once per iteration
-  const bool on_cache = config_.rollout.reuse_prompt_cache;
+  const bool on_cache = config_.get<RolloutConfig>().reuse_prompt_cache;
   for (int c = 0; c < layout_.chunks; ++c) {
     KVCache cache;
     const size_t first = it.prompts.size();
@@ -46,7 +49,7 @@ RolloutBatch RolloutGenerator::generate_chunk(Iteration& it, int chunk, KVCache*
   std::vector<std::vector<int64_t>> ids;
   for (int64_t index : sampler_.next(layout_.prompts_in(chunk))) {
     DatasetPrompt p = dataset_.get(index);
-    for (int k = 0; k < config_.algorithm.samples_per_prompt; ++k) {
+    for (int k = 0; k < config_.get<AlgorithmConfig>().samples_per_prompt; ++k) {
       ids.push_back(p.ids);
       it.prompts.push_back(p.text);
       it.answers.push_back(p.answer);
@@ -57,10 +60,10 @@ RolloutBatch RolloutGenerator::generate_chunk(Iteration& it, int chunk, KVCache*
   auto [prompt, prompt_mask] = left_pad(ids, sampling_.pad_id);
   const auto dev = actor_.model->device();
   SamplingParams sp = sampling_;
-  sp.seed = config_.run.seed * 1000003u + static_cast<uint64_t>(it.index) * 4099u + static_cast<uint64_t>(chunk) * 131u +
+  sp.seed = config_.get<RunConfig>().seed * 1000003u + static_cast<uint64_t>(it.index) * 4099u + static_cast<uint64_t>(chunk) * 131u +
             static_cast<uint64_t>(rank_) + static_cast<uint64_t>(it.round) * 7919u;
   sp.keep_cache = cache != nullptr;
-  sp.prompt_group = config_.algorithm.samples_per_prompt;  // each prompt's rows side by side, above
+  sp.prompt_group = config_.get<AlgorithmConfig>().samples_per_prompt;  // each prompt's rows side by side, above
   const auto start = std::chrono::steady_clock::now();
   Generation g = quartet::generate(actor_.model->module(), prompt.to(dev), prompt_mask.to(dev), sp);
   synchronize_device(dev);  // once a chunk: decode_seconds counts the device's work, not the host's queueing

@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include "quartet/dist/exchange.hpp"
+#include "quartet/dist/placement_config.hpp"
 
 namespace quartet {
 

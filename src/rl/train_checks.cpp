@@ -2,11 +2,16 @@
 
 #include <cstdio>
 
+#include "quartet/core/run_config.hpp"
+#include "quartet/dist/placement_config.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/algorithm_config.hpp"
+#include "quartet/rl/eval_config.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
-#include "quartet/rl/rewards/user_code_rewards.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
+#include "quartet/rl/rewards/reward_config.hpp"
 
 namespace quartet {
 
@@ -15,13 +20,13 @@ namespace {
 // The ranks that wait for an actor rank's rewards give up after dist.watchdog_timeout: the
 // longest a reward in the user's code may take must stay below it, or a slow program would end
 // the job with the watchdog's report instead of the reward's own error.
-void check_reward_call_fits_watchdog(const Config& cfg, const std::string& kind) {
-  const RewardCallConfig& c = cfg.reward.call;
-  const bool http = kind.rfind("command:", 0) != 0;
+void check_reward_call_fits_watchdog(const Config& cfg, const RewardKind& kind) {
+  const RewardCallConfig& c = cfg.get<RewardCallConfig>();
+  const bool http = kind.type == RewardKind::Type::http;
   double longest = c.timeout, delay = c.retry_delay;
   if (http)
     for (int r = 0; r < c.retries; ++r, delay *= 2) longest += delay + c.timeout;
-  const double watchdog = cfg.dist.watchdog_timeout;
+  const double watchdog = cfg.get<DistConfig>().watchdog_timeout;
   auto text = [](double seconds) {
     char b[32];
     std::snprintf(b, sizeof b, "%g s", seconds);
@@ -39,22 +44,23 @@ void check_reward_call_fits_watchdog(const Config& cfg, const std::string& kind)
 }
 
 // The rewards in the user's code: model.reward.kind's, or reward.terms', and eval.reward's.
-std::vector<std::string> user_code_kinds(const Config& cfg) {
-  std::vector<std::string> kinds = cfg.rewards.terms.empty() ? std::vector<std::string>{cfg.reward.kind}
-                                                             : cfg.rewards.terms;
-  kinds.push_back(cfg.eval.reward);
-  std::vector<std::string> out;
-  for (const std::string& kind : kinds)
-    if (is_user_code_reward(kind)) out.push_back(kind);
+std::vector<RewardKind> user_code_kinds(const Config& cfg) {
+  const RewardConfig& rewards = cfg.get<RewardConfig>();
+  std::vector<RewardKind> kinds = rewards.terms.empty() ? std::vector<RewardKind>{cfg.get<ModelsConfig>().reward.kind}
+                                                        : rewards.terms;
+  if (const auto& eval = cfg.get<EvalConfig>().reward) kinds.push_back(*eval);
+  std::vector<RewardKind> out;
+  for (const RewardKind& kind : kinds)
+    if (kind.is_user_code()) out.push_back(kind);
   return out;
 }
 
 void check_roles(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
   const bool disjoint = placement.mode == PlacementMode::disjoint;
-  const char* algorithm = name_of(cfg.algorithm.algorithm);
+  const char* algorithm = name_of(cfg.get<AlgorithmConfig>().algorithm);
   if (!placement.has(Role::actor)) deck.fail("placement.actor", "must give the actor at least one rank");
-  const bool critic = algorithm_spec(cfg.algorithm.algorithm).trains_critic;
+  const bool critic = algorithm_spec(cfg.get<AlgorithmConfig>().algorithm).trains_critic;
   if (critic && !placement.has(Role::critic))
     deck.fail("placement.critic", "is 0, but algorithm.name = " + std::string(algorithm) +
                                       " needs a critic (or use grpo | rloo | reinforce++)");
@@ -63,18 +69,18 @@ void check_roles(const Config& cfg, const Placement& placement) {
     deck.fail("placement.critic", why + ", but " + algorithm + " has no critic: set it to 0");
   }
   // The text rewards themselves are made, and refused by name, by rl/rewards/reward_terms.hpp.
-  for (const std::string& kind : user_code_kinds(cfg)) check_reward_call_fits_watchdog(cfg, kind);
-  const std::string reward = cfg.rewards.terms.empty() ? "model.reward.kind is " + cfg.reward.kind
-                                                       : std::string("reward.terms has no model term");
+  for (const RewardKind& kind : user_code_kinds(cfg)) check_reward_call_fits_watchdog(cfg, kind);
+  const std::string reward = cfg.get<RewardConfig>().terms.empty() ? "model.reward.kind is " + cfg.get<ModelsConfig>().reward.kind.text
+                                                                   : std::string("reward.terms has no model term");
   if (!uses_reward_model(cfg)) {
     if (placement.has(Role::reward) && disjoint)
       deck.fail("placement.reward", "gives the reward ranks, but " + reward + " (scored on the actor ranks): set it to 0");
   } else {
-    const std::string why = cfg.rewards.terms.empty() ? "model.reward.kind is model" : "reward.terms has a model term";
-    if (cfg.reward.path.empty()) deck.fail("model.reward.path", "is not set and " + why);
+    const std::string why = cfg.get<RewardConfig>().terms.empty() ? "model.reward.kind is model" : "reward.terms has a model term";
+    if (cfg.get<ModelsConfig>().reward.path.empty()) deck.fail("model.reward.path", "is not set and " + why);
     if (!placement.has(Role::reward)) deck.fail("placement.reward", "is 0, but a reward model needs ranks");
   }
-  if (!placement.has(Role::reference) && cfg.algorithm.kl_coef > 0)
+  if (!placement.has(Role::reference) && cfg.get<AlgorithmConfig>().kl_coef > 0)
     deck.fail("placement.reference", "is 0, but algorithm.kl_coef > 0 needs the reference model");
 }
 
@@ -84,15 +90,15 @@ void check_train_deck(const Config& cfg, const Placement& placement) {
   // A stage's deck (an rm deck may give the actor no ranks) is refused before its placement is.
   refuse_other_stages(cfg, "train");
   check_roles(cfg, placement);
-  if (cfg.rollout.prompts.empty()) cfg.deck.fail("rollout.prompts", "is not set: train needs a prompts file");
-  if (cfg.profile.iteration > cfg.run.iterations)
-    cfg.deck.fail("profile.iteration", "is " + std::to_string(cfg.profile.iteration) + ", past run.iterations = " +
-                                           std::to_string(cfg.run.iterations) + ": nothing would be profiled");
-  const AlgorithmConfig& al = cfg.algorithm;
-  if (al.overlong_buffer >= cfg.rollout.max_new_tokens)
+  if (cfg.get<RolloutConfig>().prompts.empty()) cfg.deck.fail("rollout.prompts", "is not set: train needs a prompts file");
+  if (cfg.get<ProfileConfig>().iteration > cfg.get<RunConfig>().iterations)
+    cfg.deck.fail("profile.iteration", "is " + std::to_string(cfg.get<ProfileConfig>().iteration) + ", past run.iterations = " +
+                                           std::to_string(cfg.get<RunConfig>().iterations) + ": nothing would be profiled");
+  const AlgorithmConfig& al = cfg.get<AlgorithmConfig>();
+  if (al.overlong_buffer >= cfg.get<RolloutConfig>().max_new_tokens)
     cfg.deck.fail("algorithm.overlong_buffer", "is " + std::to_string(al.overlong_buffer) +
                                                    ", which must be below rollout.max_new_tokens (" +
-                                                   std::to_string(cfg.rollout.max_new_tokens) +
+                                                   std::to_string(cfg.get<RolloutConfig>().max_new_tokens) +
                                                    "): the penalty starts at max_new_tokens - overlong_buffer tokens");
   if (al.dynamic_sampling && algorithm_spec(al.algorithm).trains_critic)
     cfg.deck.fail("algorithm.dynamic_sampling", std::string("is on, but ") + name_of(al.algorithm) +
@@ -100,17 +106,17 @@ void check_train_deck(const Config& cfg, const Placement& placement) {
                                                     "actor's choice: use grpo | rloo | reinforce++ | reinforce++-baseline");
   // A minibatch is drawn from one actor rank's sequences of an iteration: a larger one is not
   // what the deck asks for (it would silently be the whole batch).
-  const int64_t rows = int64_t(cfg.rollout.batch) * al.samples_per_prompt;
+  const int64_t rows = int64_t(cfg.get<RolloutConfig>().batch) * al.samples_per_prompt;
   if (al.minibatch > rows)
     cfg.deck.fail("algorithm.minibatch", "is " + std::to_string(al.minibatch) + ", more than the " + std::to_string(rows) +
                                              " sequences an actor rank has each iteration (rollout.batch " +
-                                             std::to_string(cfg.rollout.batch) + " x algorithm.samples_per_prompt " +
+                                             std::to_string(cfg.get<RolloutConfig>().batch) + " x algorithm.samples_per_prompt " +
                                              std::to_string(al.samples_per_prompt) + ")");
 }
 
 void check_prompts_fit_actor(const Config& cfg) {
-  for (const auto& [key, path] : {std::pair<const char*, std::string>{"rollout.prompts", cfg.rollout.prompts},
-                                  {"eval.prompts", cfg.eval.prompts}}) {
+  for (const auto& [key, path] : {std::pair<const char*, std::string>{"rollout.prompts", cfg.get<RolloutConfig>().prompts},
+                                  {"eval.prompts", cfg.get<EvalConfig>().prompts}}) {
     if (path.empty()) continue;
     std::optional<PromptFileHeader> header;
     try {

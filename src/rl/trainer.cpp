@@ -9,24 +9,32 @@
 
 #include "quartet/core/build_info.hpp"
 #include "quartet/core/check.hpp"
-#include "quartet/core/duration.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/profile.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/core/units.hpp"
+#include "quartet/dist/placement_config.hpp"
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/engine/checkpoint_config.hpp"
 #include "quartet/engine/phase_clock.hpp"
 #include "quartet/engine/running_moments.hpp"
+#include "quartet/engine/sampling_setup.hpp"
 #include "quartet/engine/stop_control.hpp"
 #include "quartet/engine/training_checkpoint.hpp"
 #include "quartet/io/run_file.hpp"
+#include "quartet/model/models_config.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 #include "quartet/rl/dynamic_sampling.hpp"
+#include "quartet/rl/eval_config.hpp"
 #include "quartet/rl/evaluator.hpp"
 #include "quartet/rl/iteration_metrics.hpp"
 #include "quartet/rl/iteration_record.hpp"
 #include "quartet/rl/model_parking.hpp"
+#include "quartet/rl/output_config.hpp"
 #include "quartet/rl/overlong.hpp"
+#include "quartet/rl/rewards/reward_config.hpp"
 #include "quartet/rl/rewards/reward_retokenizer.hpp"
 #include "quartet/rl/rewards/reward_samples.hpp"
 #include "quartet/rl/rewards/reward_terms.hpp"
@@ -42,20 +50,20 @@ namespace {
 class Trainer {
  public:
   explicit Trainer(Runtime& rt)
-      : rt_(rt), cfg_(rt.config), al_(cfg_.algorithm), spec_(algorithm_spec(al_.algorithm)),
-        started_(monotonic_seconds()), stop_(rt.world, cfg_.run.time_limit, started_),
-        clock_(rt.device, rt.world.rank(), cfg_.profile, cfg_.run.out + "/profile") {}
+      : rt_(rt), cfg_(rt.config), al_(cfg_.get<AlgorithmConfig>()), spec_(algorithm_spec(al_.algorithm)),
+        started_(monotonic_seconds()), stop_(rt.world, cfg_.get<RunConfig>().time_limit, started_),
+        clock_(rt.device, rt.world.rank(), cfg_.get<ProfileConfig>(), cfg_.get<RunConfig>().out + "/profile") {}
 
   int run() {
     if (!refuse_or_plan()) return kExitUsage;
     const int first = build();
-    if (first >= cfg_.run.iterations) {
+    if (first >= cfg_.get<RunConfig>().iterations) {
       printf0("train: the checkpoint is at iteration %d of %d: nothing left to do (raise run.iterations to go on)\n",
-              first, cfg_.run.iterations);
+              first, cfg_.get<RunConfig>().iterations);
       return kExitDone;
     }
     const double loop_start = monotonic_seconds();
-    for (int index = first; index < cfg_.run.iterations; ++index) {
+    for (int index = first; index < cfg_.get<RunConfig>().iterations; ++index) {
       Iteration it;
       it.index = index;
       IterationMetrics metrics;
@@ -64,7 +72,7 @@ class Trainer {
       clock_.begin_iteration(index);
       if (index == 0 && evaluator_->due(0)) {
         evals.push_back(evaluate(0));
-        printf0("%s\n", evals.back().log_line(cfg_.run.iterations).c_str());
+        printf0("%s\n", evals.back().log_line(cfg_.get<RunConfig>().iterations).c_str());
         clock_.start();
       }
       sample(it, metrics);
@@ -112,7 +120,7 @@ class Trainer {
   // What generation samples from (engine/experience.hpp): the actor's and the reference's
   // log-probs are taken over it, so that the ratio and the KL compare like with like.
   SamplingView sampling_view() const {
-    return {tokenizer_->vocab_size(), cfg_.rollout.temperature > 0 ? cfg_.rollout.temperature : 1.0};
+    return {tokenizer_->vocab_size(), cfg_.get<RolloutConfig>().temperature > 0 ? cfg_.get<RolloutConfig>().temperature : 1.0};
   }
 
   Runtime& rt_;
@@ -157,7 +165,7 @@ bool Trainer::refuse_or_plan() {
   return rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
     rewards_ = std::make_unique<RewardTerms>(cfg_);
-    if (!cfg_.eval.reward.empty()) eval_reward_ = std::make_unique<RewardTerms>(cfg_, cfg_.eval.reward, "eval.reward");
+    if (const auto& eval = cfg_.get<EvalConfig>().reward) eval_reward_ = std::make_unique<RewardTerms>(cfg_, *eval, "eval.reward");
     tokenizer_ = run_tokenizer(cfg_);
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     check_prompts_fit_actor(cfg_);
@@ -166,11 +174,11 @@ bool Trainer::refuse_or_plan() {
     const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
     const auto me = std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank());
     if (me != actor_ranks.end()) {
-      dataset_ = std::make_unique<PromptDataset>(cfg_.rollout.prompts, cfg_.rollout.prompt_field, tokenizer_.get(),
-                                                 cfg_.rollout.max_prompt_tokens);
-      if (cfg_.eval.enabled()) {
-        const PromptDataset held_out(cfg_.eval.prompts, cfg_.eval.prompt_field, tokenizer_.get(),
-                                     cfg_.rollout.max_prompt_tokens);
+      dataset_ = std::make_unique<PromptDataset>(cfg_.get<RolloutConfig>().prompts, cfg_.get<RolloutConfig>().prompt_field, tokenizer_.get(),
+                                                 cfg_.get<RolloutConfig>().max_prompt_tokens);
+      if (cfg_.get<EvalConfig>().enabled()) {
+        const PromptDataset held_out(cfg_.get<EvalConfig>().prompts, cfg_.get<EvalConfig>().prompt_field, tokenizer_.get(),
+                                     cfg_.get<RolloutConfig>().max_prompt_tokens);
         eval_prompts_ = eval_share(cfg_, held_out, static_cast<int>(me - actor_ranks.begin()),
                                    static_cast<int>(actor_ranks.size()));
       }
@@ -182,29 +190,21 @@ bool Trainer::refuse_or_plan() {
     resume_ = choose_resume_checkpoint(rt_);
     // Last, once the deck is known to run: the user's program starts (or the endpoint is
     // reached) on each actor rank, and one that does not answer stops every rank here.
-    if (dataset_) rewards_->start_user_code(cfg_.reward.call);
-    if (dataset_ && eval_reward_) eval_reward_->start_user_code(cfg_.reward.call);
+    if (dataset_) rewards_->start_user_code(cfg_.get<RewardCallConfig>());
+    if (dataset_ && eval_reward_) eval_reward_->start_user_code(cfg_.get<RewardCallConfig>());
   });
 }
 
 // The models (from the checkpoint when resuming), the loop's state, the run file and the
 // phases; returns the first iteration to run.
 int Trainer::build() {
-  sampling_ = sampling_params(cfg_.rollout);
-  sampling_.pad_id = tokenizer_->pad_id.value_or(tokenizer_->eos_id.value_or(0));
-  if (tokenizer_->eos_id) sampling_.stop_ids.push_back(*tokenizer_->eos_id);
-  for (const auto& s : cfg_.rollout.stop) {
-    auto id = tokenizer_->token_to_id(s);
-    QUARTET_CHECK(id.has_value(), "rollout.stop: '" + s + "' is not a token of the tokenizer");
-    sampling_.stop_ids.push_back(*id);
-  }
-  sampling_.vocab_limit = tokenizer_->vocab_size();
+  sampling_ = rollout_sampling(cfg_, sampling_setup(cfg_, *tokenizer_, resolve_model(cfg_, Role::actor)));
   kl_.adaptive = al_.kl_controller == KlControl::adaptive;
   kl_.coef = al_.kl_coef;
   kl_.target = al_.kl_target;
   kl_.horizon = al_.kl_horizon;
   printf0("train: %s, %s placement (%s), %d iterations\n", name_of(al_.algorithm), name_of(rt_.placement.mode),
-          rt_.placement.describe().c_str(), cfg_.run.iterations);
+          rt_.placement.describe().c_str(), cfg_.get<RunConfig>().iterations);
   if (!reward_reading_.note.empty()) printf0("train: %s\n", reward_reading_.note.c_str());
   models_ = build_role_models(cfg_, *rt_.groups, rt_.device, resume_.value_or(""));
   TrainerState state;
@@ -218,7 +218,7 @@ int Trainer::build() {
     moments_ = state.moments;
     train_seconds_before_ = state.train_seconds;
     printf0("train: resuming from %s: %lld of %d iterations done\n", resume_->c_str(),
-            static_cast<long long>(state.iteration), cfg_.run.iterations);
+            static_cast<long long>(state.iteration), cfg_.get<RunConfig>().iterations);
   } else {
     state.run_id = new_run_id(rt_.world);
   }
@@ -242,7 +242,7 @@ void Trainer::open_run_file(const TrainerState& state) {
   info.placement = rt_.placement.describe();
   info.algorithm = name_of(al_.algorithm);
   info.world_size = rt_.world.size();
-  info.iterations_planned = cfg_.run.iterations;
+  info.iterations_planned = cfg_.get<RunConfig>().iterations;
   for (Role role : kAllRoles) {
     const ModelSectionConfig& m = model_section(cfg_, role);
     if (has_model(cfg_, role) && !m.path.empty() && m.path.rfind("random:", 0) != 0)
@@ -250,16 +250,16 @@ void Trainer::open_run_file(const TrainerState& state) {
   }
   // Starting afresh, a run.h5 already in run.out belongs to an earlier run: it is kept as
   // run.h5.prev rather than mixed with this one. A resumed run appends to its own.
-  if (!resume_ && actor.group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
-    const std::string from = cfg_.run.out + "/run.h5", to = move_aside(from, ".prev");
+  if (!resume_ && actor.group->rank() == 0 && path_exists(cfg_.get<RunConfig>().out + "/run.h5")) {
+    const std::string from = cfg_.get<RunConfig>().out + "/run.h5", to = move_aside(from, ".prev");
     printf0("train: an earlier %s was moved to %s\n", from.c_str(), to.c_str());
   }
   watched::barrier(actor.comm, "run.h5 moved aside");
   auto plan = make_memory_plan(cfg_, rt_.world.size(), rt_.world.local_size());
   std::vector<double> planned;
   for (const auto& rp : plan.ranks) planned.push_back(static_cast<double>(rp.peak));
-  run_file_ = std::make_unique<RunFile>(cfg_.run.out, actor.comm, info, planned);
-  sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.run.seed, actor.group->rank(), actor.group->size());
+  run_file_ = std::make_unique<RunFile>(cfg_.get<RunConfig>().out, actor.comm, info, planned);
+  sampler_ = std::make_unique<PromptSampler>(dataset_->size(), cfg_.get<RunConfig>().seed, actor.group->rank(), actor.group->size());
   if (resume_) {
     sampler_->set_cursor(state.cursor);
     // Iterations the file holds beyond the checkpoint (written before the stop, after the
@@ -269,20 +269,20 @@ void Trainer::open_run_file(const TrainerState& state) {
 }
 
 void Trainer::make_phases() {
-  const ChunkLayout layout(cfg_.rollout);
+  const ChunkLayout layout(cfg_.get<RolloutConfig>());
   // Sequences per scoring pass: rollout.score_micro_batch, else a whole chunk's (what the memory
   // plan counts). Wider passes keep the device busy: at 8 sequences of 256 tokens an 886M
   // model's forward spends a sixth of its time waiting for the host's launches.
-  score_passes_.rows = cfg_.rollout.score_micro_batch > 0
-                           ? cfg_.rollout.score_micro_batch
+  score_passes_.rows = cfg_.get<RolloutConfig>().score_micro_batch > 0
+                           ? cfg_.get<RolloutConfig>().score_micro_batch
                            : static_cast<int64_t>(layout.prompts_per_chunk) * al_.samples_per_prompt;
-  score_passes_.tokens = cfg_.rollout.score_tokens;  // packed passes where set
+  score_passes_.tokens = cfg_.get<RolloutConfig>().score_tokens;  // packed passes where set
   parking_ = std::make_unique<ModelParking>(models_, colocated() && park_idle_);
   ScoringSetup setup;
   setup.chunks = layout.chunks;
   setup.passes = score_passes_;
   setup.pad_id = sampling_.pad_id;
-  setup.max_width = max_rollout_width(cfg_.rollout);
+  setup.max_width = max_rollout_width(cfg_.get<RolloutConfig>());
   setup.view = sampling_view();
   setup.decode = [this](const RolloutBatch& b) { return decode_completions(b); };
   setup.reward_pad_id = sampling_.pad_id;
@@ -298,8 +298,8 @@ void Trainer::make_phases() {
   scoring_ = make_scoring(rt_, models_, *parking_, std::move(setup));
   if (RoleModel* actor = model(Role::actor)) {
     generator_ = std::make_unique<RolloutGenerator>(cfg_, *actor, *dataset_, *sampler_, sampling_, rt_.world.rank());
-    const int64_t rows = static_cast<int64_t>(cfg_.rollout.batch) * al_.samples_per_prompt;
-    actor_total_ = cfg_.run.iterations * steps_per_iteration(cfg_, rows);
+    const int64_t rows = static_cast<int64_t>(cfg_.get<RolloutConfig>().batch) * al_.samples_per_prompt;
+    actor_total_ = cfg_.get<RunConfig>().iterations * steps_per_iteration(cfg_, rows);
   }
   evaluator_ = std::make_unique<Evaluator>(
       cfg_, model(Role::actor), std::move(eval_prompts_), sampling_,
@@ -332,7 +332,7 @@ void Trainer::sample_rounds(Iteration& it, IterationMetrics& metrics) {
   if (!al_.dynamic_sampling) return;
   RoleModel* actor = model(Role::actor);
   std::optional<DynamicBatch> kept;
-  if (actor) kept.emplace(al_.samples_per_prompt, cfg_.rollout.batch, sampling_.pad_id, max_rollout_width(cfg_.rollout));
+  if (actor) kept.emplace(al_.samples_per_prompt, cfg_.get<RolloutConfig>().batch, sampling_.pad_id, max_rollout_width(cfg_.get<RolloutConfig>()));
   int rounds = 1;
   for (;; ++rounds) {
     const bool full = !actor || kept->add(std::move(it));
@@ -368,10 +368,10 @@ bool Trainer::another_round(bool mine) {
 // penalty on the scores (algorithm.overlong_buffer), before dynamic sampling judges them.
 void Trainer::mark_overlong(Iteration& it) {
   if (!model(Role::actor) || !(al_.overlong_filter || al_.overlong_buffer > 0)) return;
-  it.truncated = truncated_rows(it.batch, sampling_.stop_ids, cfg_.rollout.max_new_tokens).to(torch::kCPU);
+  it.truncated = truncated_rows(it.batch, sampling_.stop_ids, cfg_.get<RolloutConfig>().max_new_tokens).to(torch::kCPU);
   if (al_.overlong_buffer > 0) {
     auto lengths = it.batch.action_mask.ne(0).sum(1).to(torch::kCPU);
-    it.overlong_penalty = overlong_penalty(lengths, cfg_.rollout.max_new_tokens, al_.overlong_buffer,
+    it.overlong_penalty = overlong_penalty(lengths, cfg_.get<RolloutConfig>().max_new_tokens, al_.overlong_buffer,
                                            al_.overlong_penalty_factor);
     it.scores = it.scores.to(torch::kCPU, torch::kFloat32) + it.overlong_penalty;
   }
@@ -432,7 +432,7 @@ void Trainer::estimate_advantages(Iteration& it, IterationMetrics& metrics) {
 // The actor's and the critic's updates, concurrently on their own groups (disjoint).
 void Trainer::update(Iteration& it, IterationMetrics& metrics) {
   clock_.start();
-  const uint64_t shuffle_seed = cfg_.run.seed * 31u + static_cast<uint64_t>(it.index);
+  const uint64_t shuffle_seed = cfg_.get<RunConfig>().seed * 31u + static_cast<uint64_t>(it.index);
   if (RoleModel* actor = model(Role::actor)) {
     parking_->keep_only({Role::actor});
     PolicyTargets targets{it.batch,        it.old_logp, it.advantages, spec_.kl == KlUse::loss ? it.ref_logp : torch::Tensor(),
@@ -448,7 +448,7 @@ void Trainer::update(Iteration& it, IterationMetrics& metrics) {
   if (RoleModel* critic = model(Role::critic)) {
     parking_->keep_only({Role::critic});
     if (critic_total_ == 0)
-      critic_total_ = cfg_.run.iterations * steps_per_iteration(cfg_, group_max(*critic->group, it.critic_batch.rows()));
+      critic_total_ = cfg_.get<RunConfig>().iterations * steps_per_iteration(cfg_, group_max(*critic->group, it.critic_batch.rows()));
     it.value = update_critic(*critic, it.critic_batch, it.critic_values, it.returns, cfg_, &critic_step_, critic_total_,
                              shuffle_seed + 7);
     if (critic->group->rank() == 0) metrics.add_value(it.value);
@@ -474,7 +474,7 @@ std::vector<double> Trainer::eval_rewards(const EvalRows& rows) {
   if (!model(Role::actor)) return {};
   const RewardRows view{rows.prompts, rows.completions, rows.answers, rows.records, rows.indices};
   RewardTerms& grader = eval_reward_ ? *eval_reward_ : *rewards_;
-  const torch::Tensor total = grader.totals(reward_samples(view, cfg_.eval.prompt_field), model_scores).total;
+  const torch::Tensor total = grader.totals(reward_samples(view, cfg_.get<EvalConfig>().prompt_field), model_scores).total;
   if (!total.defined()) return {};
   const auto scores = total.to(torch::kCPU).to(torch::kDouble).contiguous();
   return {scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel()};
@@ -486,13 +486,13 @@ void Trainer::record(const Iteration& it, IterationMetrics& metrics, const std::
   metrics.phase_seconds = clock_.all_seconds();
   metrics.iteration_seconds = clock_.iteration_seconds();
   metrics.reduce(rt_.world.comm());
-  const double eta = seconds_per_iteration * (cfg_.run.iterations - it.index - 1);
-  printf0("%s\n", metrics.log_line(it.index + 1, cfg_.run.iterations, spec_, eta).c_str());
+  const double eta = seconds_per_iteration * (cfg_.get<RunConfig>().iterations - it.index - 1);
+  printf0("%s\n", metrics.log_line(it.index + 1, cfg_.get<RunConfig>().iterations, spec_, eta).c_str());
   for (const EvalMetrics& e : evals)
-    if (e.iteration > 0) printf0("%s\n", e.log_line(cfg_.run.iterations).c_str());
-  record_iteration(run_file_.get(), rt_.world, it, metrics, clock_, spec_, cfg_.output.rollouts_every, evals);
+    if (e.iteration > 0) printf0("%s\n", e.log_line(cfg_.get<RunConfig>().iterations).c_str());
+  record_iteration(run_file_.get(), rt_.world, it, metrics, clock_, spec_, cfg_.get<OutputConfig>().rollouts_every, evals);
   // A sample, so that the log shows what the policy writes (the actor's first rank holds it).
-  const int every = cfg_.output.sample_every;
+  const int every = cfg_.get<OutputConfig>().sample_every;
   RoleModel* actor = model(Role::actor);
   if (every > 0 && (it.index + 1) % every == 0 && actor && actor->group->rank() == 0 && it.batch.rows() > 0) {
     std::printf("  sample: %s -> \"%s\" (score %.2f)\n", it.prompts[0].c_str(), it.completions[0].c_str(),
@@ -505,7 +505,7 @@ void Trainer::record(const Iteration& it, IterationMetrics& metrics, const std::
 // time limit, a checkpoint and exit 75; on a second request, exit 76 at once.
 std::optional<int> Trainer::checkpoint_or_stop(const Iteration& it, double iteration_seconds) {
   const int done = it.index + 1;
-  const bool last = done == cfg_.run.iterations;
+  const bool last = done == cfg_.get<RunConfig>().iterations;
   const Stop stop = last ? Stop::none : stop_.after_iteration(iteration_seconds, checkpoint_seconds_);
   if (stop == Stop::now) {
     printf0("train: a second stop request: stopping after iteration %d without a new checkpoint (exit %d); the run "
@@ -516,13 +516,13 @@ std::optional<int> Trainer::checkpoint_or_stop(const Iteration& it, double itera
     const std::string why = stop == Stop::signal
                                 ? std::string(first_stop_signal()[0] ? first_stop_signal() : "a signal") + " on some rank"
                                 : "time limit";
-    printf0("train: stopping after iteration %d of %d (%s)\n", done, cfg_.run.iterations, why.c_str());
+    printf0("train: stopping after iteration %d of %d (%s)\n", done, cfg_.get<RunConfig>().iterations, why.c_str());
     write_checkpoint(done, why);
     printf0("train: exit %d: checkpointed; resubmit the job to continue from iteration %d\n", kExitResubmit, done);
     return kExitResubmit;
   }
-  const int every = cfg_.checkpoint.every;
-  if ((every > 0 && done % every == 0) || (last && cfg_.checkpoint.at_end))
+  const int every = cfg_.get<CheckpointConfig>().every;
+  if ((every > 0 && done % every == 0) || (last && cfg_.get<CheckpointConfig>().at_end))
     write_checkpoint(done, last ? "end of the run" : "every");
   return std::nullopt;
 }
@@ -546,7 +546,7 @@ void Trainer::write_checkpoint(int64_t iterations_done, const std::string& why) 
   st.moments = moments_;
   st.train_seconds = train_seconds_before_ + (monotonic_seconds() - started_);
   st.run_id = run_id_;
-  CheckpointWrite w = save_training_checkpoint(rt_, models_, st);
+  CheckpointWrite w = save_training_checkpoint(rt_, models_, st, {"train", {Role::actor, Role::critic}, name_of(al_.algorithm)});
   checkpoint_seconds_ = w.seconds;
   printf0("train: checkpoint %s (%s): %.2f GB in %.1fs (%.2f GB/s; files %.1fs, checksums + fsync + manifest %.1fs)\n",
           w.dir.c_str(), why.c_str(), static_cast<double>(w.bytes) / 1e9, w.seconds,

@@ -11,14 +11,15 @@
 #include "quartet/engine/packed_rollouts.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/shard/step_graph.hpp"
 
 namespace quartet {
 
 int64_t steps_per_iteration(const Config& config, int64_t rows) {
-  const int64_t mb = config.algorithm.minibatch;
-  return config.algorithm.epochs * std::max<int64_t>(1, (rows + mb - 1) / mb);
+  const int64_t mb = config.get<AlgorithmConfig>().minibatch;
+  return config.get<AlgorithmConfig>().epochs * std::max<int64_t>(1, (rows + mb - 1) / mb);
 }
 
 namespace {
@@ -99,26 +100,26 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
                         const StepGraph::MicroBatch& micro_batch, ReportedLoss reported,
                         const EpochSource& per_epoch = nullptr, const std::vector<int64_t>* lengths = nullptr) {
   ShardedModel& model = *rm.model;
-  const int64_t mb = config.algorithm.minibatch, micro = std::min<int64_t>(config.train.micro_batch, mb);
+  const int64_t mb = config.get<AlgorithmConfig>().minibatch, micro = std::min<int64_t>(config.get<TrainConfig>().micro_batch, mb);
   const int64_t agreed = group_max(model.group(), rows);
   const int64_t minibatches = std::max<int64_t>(1, (agreed + mb - 1) / mb);
   // On a one-rank GPU model the micro-batches of `micro` rows run as CUDA graphs (step_graph.hpp).
   StepGraph* graph = nullptr;
-  if (config.train.cuda_graphs && !lengths && StepGraph::applies(model)) {
+  if (config.get<TrainConfig>().cuda_graphs && !lengths && StepGraph::applies(model)) {
     if (!rm.step_graph) rm.step_graph = std::make_unique<StepGraph>(model);
     graph = rm.step_graph.get();
     if (!per_epoch) graph->begin_phase(sources, variant);
   }
   Totals t;
   UpdateStats s;
-  for (int epoch = 0; epoch < config.algorithm.epochs; ++epoch) {
+  for (int epoch = 0; epoch < config.get<AlgorithmConfig>().epochs; ++epoch) {
     auto gen = at::detail::createCPUGenerator(seed * 1315423911u + static_cast<uint64_t>(epoch));
     // Drawn on the CPU (the same order on every device), then moved once: a CPU index per
     // micro-batch would be a blocking copy, which waits for all the device's queued work.
     auto perm_cpu = torch::randperm(rows, gen, torch::TensorOptions().dtype(torch::kLong));
     auto perm = perm_cpu.to(model.device());
     const MicroRanges plan = micro_ranges(perm_cpu, rows, mb, minibatches, micro, lengths,
-                                          config.train.micro_batch_tokens, model.group());
+                                          config.get<TrainConfig>().micro_batch_tokens, model.group());
     const auto micros = static_cast<int64_t>(plan.front().size());
     if (per_epoch) {
       sources.back() = per_epoch(perm, mb, minibatches, micros);
@@ -137,8 +138,8 @@ UpdateStats run_updates(RoleModel& rm, int64_t rows, const Config& config, int64
         model.backward(out[kLoss] / static_cast<double>(micros));
         if (index.numel() > 0) t.add(out);
       }
-      s.lr = learning_rate(static_cast<int>(*step), static_cast<int>(total), config.train.warmup, base_lr,
-                           config.train.schedule, config.train.min_lr_ratio);
+      s.lr = learning_rate(static_cast<int>(*step), static_cast<int>(total), config.get<TrainConfig>().warmup, base_lr,
+                           config.get<TrainConfig>().schedule, config.get<TrainConfig>().min_lr_ratio);
       t.norms.push_back(rm.optimizer->step_async(s.lr));
       ++*step;
       ++s.steps;
@@ -238,7 +239,7 @@ std::vector<torch::Tensor> policy_micro_batch(RoleModel& actor, const AlgorithmC
 
 UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Config& config, int64_t* step,
                           int64_t total, uint64_t seed) {
-  const AlgorithmConfig& al = config.algorithm;
+  const AlgorithmConfig& al = config.get<AlgorithmConfig>();
   const bool kl_loss_term = algorithm_spec(al.algorithm).kl == KlUse::loss && al.kl_coef > 0;
   const auto dev = actor.model->device();
   // Everything on the device once (rollouts that came over MPI are on the CPU): per micro-batch
@@ -257,8 +258,8 @@ UpdateStats update_policy(RoleModel& actor, const PolicyTargets& tg, const Confi
   Collectives& group = actor.model->group();
   const SamplingView view = tg.view;
   const PaddingLayout padding = padding_layout(tg.batch);  // per phase: a read-back where on a device
-  const double agg_norm = al.loss_agg_norm > 0 ? al.loss_agg_norm : config.rollout.max_new_tokens;
-  const bool packed = config.train.micro_batch_tokens > 0;
+  const double agg_norm = al.loss_agg_norm > 0 ? al.loss_agg_norm : config.get<RolloutConfig>().max_new_tokens;
+  const bool packed = config.get<TrainConfig>().micro_batch_tokens > 0;
   const std::vector<int64_t> lengths = packed ? row_lengths(batch) : std::vector<int64_t>();
   return run_updates(
       actor, tg.batch.rows(), config, step, total, seed, actor.optimizer ? model_section(config, Role::actor).lr : 0,
@@ -281,9 +282,9 @@ UpdateStats update_critic(RoleModel& critic, const RolloutBatch& batch, const to
   const RolloutBatch on_dev = on_device(batch, dev);
   std::vector<torch::Tensor> sources{on_dev.sequences, on_dev.attention_mask, on_dev.action_mask,
                                      old_values.to(dev), returns.to(dev)};
-  const double value_clip = config.algorithm.value_clip, value_coef = config.algorithm.value_coef;
+  const double value_clip = config.get<AlgorithmConfig>().value_clip, value_coef = config.get<AlgorithmConfig>().value_coef;
   const PaddingLayout padding = padding_layout(batch);
-  const bool packed = config.train.micro_batch_tokens > 0;
+  const bool packed = config.get<TrainConfig>().micro_batch_tokens > 0;
   const std::vector<int64_t> lengths = packed ? row_lengths(on_dev) : std::vector<int64_t>();
   return run_updates(critic, batch.rows(), config, step, total, seed, model_section(config, Role::critic).lr,
                      std::move(sources), static_cast<int64_t>(padding),

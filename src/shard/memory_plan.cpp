@@ -10,6 +10,8 @@
 #endif
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/dist_config.hpp"
+#include "quartet/dist/placement_config.hpp"
 #include "quartet/shard/memory_terms.hpp"
 
 namespace quartet {
@@ -71,14 +73,14 @@ void resolve_device_memory(MemoryPlan& p) {
   const Config& c = p.config;
   // Planned for a GPU unless the run is on the CPU: dist.device = cpu, or auto where this
   // host has no GPU and the deck names no device memory to plan for.
-  p.on_gpu = c.dist.device != DeviceKind::cpu;
-  if (c.dist.device_memory > 0) {
-    p.device_memory = c.dist.device_memory;
+  p.on_gpu = c.get<DistConfig>().device != DeviceKind::cpu;
+  if (c.get<DistConfig>().device_memory > 0) {
+    p.device_memory = c.get<DistConfig>().device_memory;
     p.device_memory_source = "dist.device_memory, " + c.deck.where("dist.device_memory");
     return;
   }
 #ifdef QUARTET_WITH_CUDA
-  if (c.dist.device != DeviceKind::cpu) {
+  if (c.get<DistConfig>().device != DeviceKind::cpu) {
     int n = 0;
     if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
       // Properties, not cudaMemGetInfo: no context is created on the GPU.
@@ -93,7 +95,7 @@ void resolve_device_memory(MemoryPlan& p) {
     cudaGetLastError();
   }
 #endif
-  p.on_gpu = c.dist.device == DeviceKind::cuda;
+  p.on_gpu = c.get<DistConfig>().device == DeviceKind::cuda;
   const int per_node = p.ranks_per_node > 0 ? p.ranks_per_node : p.world_size;
   p.device_memory = host_memory() / static_cast<std::uint64_t>(std::max(1, per_node));
   p.device_memory_source = "host memory / " + std::to_string(per_node) + " rank" + (per_node == 1 ? "" : "s") +
@@ -196,7 +198,7 @@ RolePlan plan_role(const MemoryPlan& p, const RoleModels& models, const std::vec
 
 void plan_ranks(MemoryPlan& p) {
   const Config& cfg = p.config;
-  p.placement = make_placement(cfg.placement, p.world_size, cfg.deck);
+  p.placement = make_placement(cfg.get<PlacementConfig>(), p.world_size, cfg.deck);
   const double usable = static_cast<double>(p.device_memory) * (1.0 - kSafetyFraction) -
                         static_cast<double>(kCudaContextBytes);
   p.usable = memory::u64(usable);
@@ -227,7 +229,7 @@ void plan_ranks(MemoryPlan& p) {
 // plan_ranks with placement.park applied: auto parks only when the plan does not fit without
 // (moving the idle models to the host and back costs a copy of their shards every phase).
 void plan_with_parking(MemoryPlan& p) {
-  const Parking park = p.config.placement.park;
+  const Parking park = p.config.get<PlacementConfig>().park;
   p.park_idle = p.placement.mode == PlacementMode::colocated && park == Parking::always;
   plan_ranks(p);
   if (p.placement.mode == PlacementMode::colocated && park == Parking::automatic && !p.fits()) {
@@ -244,7 +246,7 @@ MemoryPlan make_memory_plan(const Config& config, int world_size, int ranks_per_
   MemoryPlan p(config);
   p.world_size = world_size;
   p.ranks_per_node = ranks_per_node;
-  p.placement = make_placement(config.placement, world_size, config.deck);
+  p.placement = make_placement(config.get<PlacementConfig>(), world_size, config.deck);
   for (Role r : kAllRoles) {
     const int i = static_cast<int>(r);
     p.has_model[i] = p.placement.has(r) && has_model(config, r);
@@ -266,7 +268,7 @@ MemoryPlan replan(const MemoryPlan& base, const Config& config, int world_size) 
   p.on_gpu = base.on_gpu;
   p.specs = base.specs;
   p.unit_params = base.unit_params;
-  p.placement = make_placement(config.placement, world_size, config.deck);
+  p.placement = make_placement(config.get<PlacementConfig>(), world_size, config.deck);
   for (Role r : kAllRoles) {
     const int i = static_cast<int>(r);
     p.has_model[i] = base.has_model[i] && p.placement.has(r);

@@ -9,8 +9,12 @@
 #include <vector>
 
 #include "quartet/core/check.hpp"
+#include "quartet/dist/placement_config.hpp"
+#include "quartet/model/models_config.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/shard/memory_plan.hpp"
 #include "quartet/shard/memory_plan_table.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 
@@ -22,12 +26,12 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 ModelSectionConfig& section_of(Config& c, Role r) {
   switch (r) {
-    case Role::actor: return c.actor;
-    case Role::critic: return c.critic;
-    case Role::reference: return c.reference;
-    case Role::reward: return c.reward;
+    case Role::actor: return c.edit<ModelsConfig>().actor;
+    case Role::critic: return c.edit<ModelsConfig>().critic;
+    case Role::reference: return c.edit<ModelsConfig>().reference;
+    case Role::reward: return c.edit<ModelsConfig>().reward;
   }
-  return c.actor;
+  return c.edit<ModelsConfig>().actor;
 }
 
 int& placement_count(PlacementConfig& p, Role r) {
@@ -78,7 +82,7 @@ constexpr int kMaxRanks = 4096;
 Config colocated_on(const Config& c0, int w) {
   Config c = c0;
   for (Role r : kAllRoles) {
-    int& n = placement_count(c.placement, r);
+    int& n = placement_count(c.edit<PlacementConfig>(), r);
     if (n > 0) n = w;
   }
   return c;
@@ -166,7 +170,7 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
   // The training graphs' pools: launches cost the host again, the math is the same.
   if (counts_train_graphs(base)) {
     Config c = c0;
-    c.train.cuda_graphs = false;
+    c.edit<TrainConfig>().cuda_graphs = false;
     out.push_back(attempt(base, c, w0, role, "--set train.cuda_graphs=false"));
   }
   // A packed micro-batch's token budget, halved until it fits (one step at a time would plan
@@ -181,23 +185,23 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
       return;
     }
   };
-  if (trained && c0.train.micro_batch_tokens > 0)
-    try_halved(c0.train.micro_batch_tokens, "train.micro_batch_tokens",
-               [](Config& c, int v) { c.train.micro_batch_tokens = v; });
+  if (trained && c0.get<TrainConfig>().micro_batch_tokens > 0)
+    try_halved(c0.get<TrainConfig>().micro_batch_tokens, "train.micro_batch_tokens",
+               [](Config& c, int v) { c.edit<TrainConfig>().micro_batch_tokens = v; });
   else if (trained)
-    try_smaller(c0.train.micro_batch, "train.micro_batch", [](Config& c, int v) { c.train.micro_batch = v; });
+    try_smaller(c0.get<TrainConfig>().micro_batch, "train.micro_batch", [](Config& c, int v) { c.edit<TrainConfig>().micro_batch = v; });
   if (trained) try_flag("reshard_after_forward", &ModelSectionConfig::reshard_after_forward);
   if (trained) try_flag("checkpointing", &ModelSectionConfig::checkpointing);
-  if (role == Role::actor && c0.rollout.decode_rows > 0) {
+  if (role == Role::actor && c0.get<RolloutConfig>().decode_rows > 0) {
     // Paged decoding: a smaller pool (rows then wait for blocks, or restart), down to one whole
     // sequence, the least the deck allows.
-    const int whole = c0.rollout.max_prompt_tokens + c0.rollout.max_new_tokens;
-    const int pool = c0.rollout.kv_cache_tokens > 0 ? c0.rollout.kv_cache_tokens : c0.rollout.decode_rows * whole;
-    try_halved(pool, "rollout.kv_cache_tokens", [](Config& c, int v) { c.rollout.kv_cache_tokens = v; }, whole);
+    const int whole = c0.get<RolloutConfig>().max_prompt_tokens + c0.get<RolloutConfig>().max_new_tokens;
+    const int pool = c0.get<RolloutConfig>().kv_cache_tokens > 0 ? c0.get<RolloutConfig>().kv_cache_tokens : c0.get<RolloutConfig>().decode_rows * whole;
+    try_halved(pool, "rollout.kv_cache_tokens", [](Config& c, int v) { c.edit<RolloutConfig>().kv_cache_tokens = v; }, whole);
     // Fewer rows: a smaller default pool, and fewer prompts prefilled at once.
-    try_halved(c0.rollout.decode_rows, "rollout.decode_rows", [](Config& c, int v) { c.rollout.decode_rows = v; });
+    try_halved(c0.get<RolloutConfig>().decode_rows, "rollout.decode_rows", [](Config& c, int v) { c.edit<RolloutConfig>().decode_rows = v; });
   }
-  try_smaller(c0.rollout.batch, "rollout.batch", [](Config& c, int v) { c.rollout.batch = v; });
+  try_smaller(c0.get<RolloutConfig>().batch, "rollout.batch", [](Config& c, int v) { c.edit<RolloutConfig>().batch = v; });
   if (trained) try_flag("offload_optimizer", &ModelSectionConfig::offload_optimizer);
   {
     Attempt best;
@@ -211,7 +215,7 @@ std::vector<Attempt> single_knobs(const MemoryPlan& base, Role role) {
       const int cur = static_cast<int>(base.placement.ranks_of(role).size());
       const int n = smallest_fitting(cur, [&](int k) {
         Config c = c0;
-        placement_count(c.placement, role) = k;
+        placement_count(c.edit<PlacementConfig>(), role) = k;
         const int w = w0 - cur + k;
         best = attempt(base, c, w, role,
                        "--set placement." + std::string(role_name(role)) + "=" + std::to_string(k) + " (" +
@@ -239,7 +243,7 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     return last.ok;
   };
   if (counts_train_graphs(base)) {
-    c.train.cuda_graphs = false;
+    c.edit<TrainConfig>().cuda_graphs = false;
     text = "--set train.cuda_graphs=false";
     if (check()) return last;
   }
@@ -257,33 +261,33 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     if (check()) return last;
   }
   const std::string flags_text = text;
-  if (trained && c.train.micro_batch_tokens > 1) {
+  if (trained && c.get<TrainConfig>().micro_batch_tokens > 1) {
     // Packed micro-batches: the token budget halved, down to one sequence a pass.
-    for (int v = c.train.micro_batch_tokens / 2; v >= 1; v /= 2) {
-      c.train.micro_batch_tokens = v;
+    for (int v = c.get<TrainConfig>().micro_batch_tokens / 2; v >= 1; v /= 2) {
+      c.edit<TrainConfig>().micro_batch_tokens = v;
       text = flags_text + " --set train.micro_batch_tokens=" + std::to_string(v);
       if (check()) return last;
     }
-  } else if (trained && c.train.micro_batch > 1) {
-    const int mb0 = c.train.micro_batch;
+  } else if (trained && c.get<TrainConfig>().micro_batch > 1) {
+    const int mb0 = c.get<TrainConfig>().micro_batch;
     const int v = largest_fitting(mb0, [&](int mb) {
-      c.train.micro_batch = mb;
+      c.edit<TrainConfig>().micro_batch = mb;
       text = flags_text + " --set train.micro_batch=" + std::to_string(mb);
       return check();
     });
     if (v > 0) return last;
-    c.train.micro_batch = 1;
+    c.edit<TrainConfig>().micro_batch = 1;
     text = flags_text + " --set train.micro_batch=1";
   }
   const std::string before_rollout = text;
-  if (c.rollout.batch > 1) {
-    const int v = largest_fitting(c.rollout.batch, [&](int rb) {
-      c.rollout.batch = rb;
+  if (c.get<RolloutConfig>().batch > 1) {
+    const int v = largest_fitting(c.get<RolloutConfig>().batch, [&](int rb) {
+      c.edit<RolloutConfig>().batch = rb;
       text = before_rollout + " --set rollout.batch=" + std::to_string(rb);
       return check();
     });
     if (v > 0) return last;
-    c.rollout.batch = 1;
+    c.edit<RolloutConfig>().batch = 1;
     text = before_rollout + " --set rollout.batch=1";
   }
   const std::string before_ranks = text;
@@ -310,14 +314,14 @@ Attempt combination(const MemoryPlan& base, Role role, bool allow_ranks) {
     const int cur = static_cast<int>(base.placement.ranks_of(role).size());
     const int w0 = w;
     const int n = smallest_fitting(cur, [&](int k) {
-      placement_count(c.placement, role) = k;
+      placement_count(c.edit<PlacementConfig>(), role) = k;
       w = w0 - cur + k;
       text = before_ranks + " --set placement." + role_name(role) + "=" + std::to_string(k) + " (a job of " +
              std::to_string(w) + " ranks)";
       return check();
     });
     if (n > 0) {
-      placement_count(c.placement, role) = n;
+      placement_count(c.edit<PlacementConfig>(), role) = n;
       w = w0 - cur + n;
       text = before_ranks + " --set placement." + role_name(role) + "=" + std::to_string(n) + " (a job of " +
              std::to_string(w) + " ranks)";

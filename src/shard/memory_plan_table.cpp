@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "quartet/dist/placement_config.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/shard/memory_terms.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 
@@ -96,8 +99,8 @@ std::string format_plan(const MemoryPlan& plan) {
   const memory::Shape s = memory::shape_of(plan.config);
   std::snprintf(line, sizeof line,
                 "sequences of %lld tokens (%d prompt + %d new); train.micro_batch %d, rollout.batch %d\n",
-                static_cast<long long>(s.T), plan.config.rollout.max_prompt_tokens, plan.config.rollout.max_new_tokens,
-                plan.config.train.micro_batch, plan.config.rollout.batch);
+                static_cast<long long>(s.T), plan.config.get<RolloutConfig>().max_prompt_tokens, plan.config.get<RolloutConfig>().max_new_tokens,
+                plan.config.get<TrainConfig>().micro_batch, plan.config.get<RolloutConfig>().batch);
   out << line;
   for (Role r : kAllRoles) {
     const int i = static_cast<int>(r);
@@ -137,7 +140,7 @@ std::string format_plan(const MemoryPlan& plan) {
   if (std::any_of(graph.begin(), graph.end(), [](std::uint64_t b) { return b > 0; })) out << "\n";
   if (plan.placement.mode == PlacementMode::colocated)
     out << "\ncolocated: idle models " << (plan.park_idle ? "are parked in host memory" : "stay on the device")
-        << " (placement.park = " << name_of(plan.config.placement.park) << ")\n";
+        << " (placement.park = " << name_of(plan.config.get<PlacementConfig>().park) << ")\n";
   out << (plan.fits() ? "\nfits: every rank's peak is within its usable device memory\n"
                       : "\ndoes NOT fit: see below\n");
   return out.str();

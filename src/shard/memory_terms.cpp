@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quartet/model/models_config.hpp"
 #include "quartet/model/paged_cache.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/shard/flat_layout.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 
@@ -128,20 +131,20 @@ std::vector<MemoryTerm> persistent_terms(const RoleModel& m, bool parked) {
 }
 
 Shape shape_of(const Config& c) {
-  // Each prompt is generated (and then scored) algorithm.samples_per_prompt times.
-  const int64_t samples = c.algorithm.samples_per_prompt;
-  const int64_t sequences = static_cast<int64_t>(c.rollout.batch) * samples;
-  const int64_t chunk = c.rollout.micro_batch > 0 ? std::min(c.rollout.micro_batch, c.rollout.batch) : c.rollout.batch;
+  // Each prompt is generated (and then scored) algorithm.samples_per_prompt times (the rollout's shape).
+  const int64_t samples = c.get<RolloutConfig>().samples_per_prompt;
+  const int64_t sequences = static_cast<int64_t>(c.get<RolloutConfig>().batch) * samples;
+  const int64_t chunk = c.get<RolloutConfig>().micro_batch > 0 ? std::min(c.get<RolloutConfig>().micro_batch, c.get<RolloutConfig>().batch) : c.get<RolloutConfig>().batch;
   const int64_t chunk_rows = chunk * samples;
-  const int64_t T = static_cast<int64_t>(c.rollout.max_prompt_tokens) + c.rollout.max_new_tokens;
+  const int64_t T = static_cast<int64_t>(c.get<RolloutConfig>().max_prompt_tokens) + c.get<RolloutConfig>().max_new_tokens;
   auto packed_rows = [T](int tokens) { return static_cast<double>(std::max<int64_t>(tokens, T)) / static_cast<double>(T); };
   const double score_rows =
-      c.rollout.score_tokens > 0        ? packed_rows(c.rollout.score_tokens)
-      : c.rollout.score_micro_batch > 0 ? static_cast<double>(std::min<int64_t>(c.rollout.score_micro_batch, chunk_rows))
+      c.get<RolloutConfig>().score_tokens > 0        ? packed_rows(c.get<RolloutConfig>().score_tokens)
+      : c.get<RolloutConfig>().score_micro_batch > 0 ? static_cast<double>(std::min<int64_t>(c.get<RolloutConfig>().score_micro_batch, chunk_rows))
                                         : static_cast<double>(chunk_rows);
   const double micro_batch =
-      c.train.micro_batch_tokens > 0 ? packed_rows(c.train.micro_batch_tokens) : static_cast<double>(c.train.micro_batch);
-  return {micro_batch, sequences, c.rollout.max_prompt_tokens, T, chunk_rows, score_rows};
+      c.get<TrainConfig>().micro_batch_tokens > 0 ? packed_rows(c.get<TrainConfig>().micro_batch_tokens) : static_cast<double>(c.get<TrainConfig>().micro_batch);
+  return {micro_batch, sequences, c.get<RolloutConfig>().max_prompt_tokens, T, chunk_rows, score_rows};
 }
 
 std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
@@ -166,7 +169,7 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
   double gathered = resident ? 0.0 : (static_cast<double>(l.padded[0]) + blocks) * b;
   if (m.section->offload_params) gathered += 2.0 * static_cast<double>(l.max_block_shard) * b;
   t.push_back({"gathered parameters", r, u64(gathered), Where::device});
-  const double f = cfg.train.reduce_dtype == ReducePrecision::float32 && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
+  const double f = cfg.get<TrainConfig>().reduce_dtype == ReducePrecision::float32 && m.spec->dtype != torch::kFloat32 ? 4.0 : 0.0;
   const double rs_out = resident ? 0.0 : 4.0;
   const double grad_buffers =
       static_cast<double>(l.padded[0]) * (b + f) + static_cast<double>(l.shard[0]) * rs_out +
@@ -196,7 +199,7 @@ std::vector<MemoryTerm> train_terms(const RoleModel& m, const Config& cfg) {
 }
 
 bool graphed(const RoleModel& m, const Config& cfg, bool gpu) {
-  return gpu && cfg.train.cuda_graphs && cfg.train.micro_batch_tokens == 0 && m.spec->trained && m.layout.W == 1 &&
+  return gpu && cfg.get<TrainConfig>().cuda_graphs && cfg.get<TrainConfig>().micro_batch_tokens == 0 && m.spec->trained && m.layout.W == 1 &&
          !m.section->offload_params;
 }
 
@@ -238,7 +241,7 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   t.push_back({"full model (hybrid engine)", r, u64(static_cast<double>(m.layout.padded_sum) * b), Where::device});
   // Paged decoding (rollout.decode_rows): decode_rows rows over a pool of blocks (and the
   // rows' prompt pass, a wave of prompts, at most as wide as the chunk's); else every row's T slots.
-  const auto& ro = cfg.rollout;
+  const auto& ro = cfg.get<RolloutConfig>();
   const double kv_token = 2.0 * static_cast<double>(c.num_layers) * static_cast<double>(c.num_kv_heads * c.head_dim) * b;
   const double decode_rows = ro.decode_rows > 0 ? std::min(rb, static_cast<double>(ro.decode_rows)) : rb;
   const double kv_slots =
@@ -251,9 +254,9 @@ std::vector<MemoryTerm> generate_terms(const RoleModel& m, const Config& cfg) {
   // (engine/experience.hpp score_logprobs_on_cache), with the new tokens' activations and logits,
   // where larger than the prompt's forward and a decoding step's.
   const double P = static_cast<double>(s.prompt), A = T - P, V = static_cast<double>(c.vocab_size);
-  const bool on_cache = cfg.rollout.reuse_prompt_cache;
+  const bool on_cache = cfg.get<RolloutConfig>().reuse_prompt_cache;
   // The prompt's pass runs once per prompt, its rows shared by the prompt's samples.
-  const double prompts = decode_rows / static_cast<double>(std::max(1, cfg.algorithm.samples_per_prompt));
+  const double prompts = decode_rows / static_cast<double>(std::max(1, cfg.get<RolloutConfig>().samples_per_prompt));
   const double activations = no_grad_block(m, std::max(1.0, prompts), P, P), logits = decode_rows * V * 4;
   t.push_back({"activations", r, u64(on_cache ? std::max(activations, no_grad_block(m, sb, A, T)) : activations),
                Where::device});

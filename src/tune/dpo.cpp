@@ -8,12 +8,15 @@
 #include <memory>
 
 #include "quartet/core/check.hpp"
-#include "quartet/core/duration.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/engine/phase_clock.hpp"
 #include "quartet/engine/role_models.hpp"
+#include "quartet/engine/sampling_setup.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/shard/train_config.hpp"
+#include "quartet/tune/dpo_config.hpp"
 #include "quartet/tune/dpo_eval.hpp"
 #include "quartet/tune/dpo_reference.hpp"
 #include "quartet/tune/pair_scoring.hpp"
@@ -30,7 +33,7 @@ namespace {
 std::unique_ptr<PairDataset> read_pairs(const Config& cfg, const std::string& key, const std::string& path,
                                         const Tokenizer& tokenizer, const TokenizerIdentity& actor) {
   try {
-    return std::make_unique<PairDataset>(path, tokenizer, cfg.dpo.max_tokens, &actor,
+    return std::make_unique<PairDataset>(path, tokenizer, cfg.get<DpoConfig>().stage.max_tokens, &actor,
                                          PreparedFileKind{"pairs", "actor", "prepare_pairs.py"});
   } catch (const Error& e) {
     cfg.deck.fail(key, "names '" + path + "': " + e.what());
@@ -39,12 +42,12 @@ std::unique_ptr<PairDataset> read_pairs(const Config& cfg, const std::string& ke
 
 PairScoring dpo_scoring(const Config& cfg, const Tokenizer& tokenizer) {
   PairScoring s;
-  s.pairs_per_pass = cfg.train.micro_batch;
-  s.pad_id = tokenizer.pad_id.value_or(tokenizer.eos_id.value_or(0));
-  s.max_width = cfg.dpo.max_tokens;
+  s.pairs_per_pass = cfg.get<TrainConfig>().micro_batch;
+  s.pad_id = pad_id_of(tokenizer);
+  s.max_width = cfg.get<DpoConfig>().stage.max_tokens;
   // train's view of the distribution at temperature 1: the tokenizer's ids (docs/preference.md)
   s.view = SamplingView{tokenizer.vocab_size(), 1.0};
-  s.kind = cfg.dpo.loss == "ipo" ? PreferenceLossKind::ipo : PreferenceLossKind::sigmoid;
+  s.kind = cfg.get<DpoConfig>().loss == "ipo" ? PreferenceLossKind::ipo : PreferenceLossKind::sigmoid;
   return s;
 }
 
@@ -53,11 +56,11 @@ class DpoObjective : public StageObjective {
   DpoObjective(const Config& cfg, const Tokenizer& tokenizer, MPI_Comm world)
       : cfg_(cfg), scoring_(dpo_scoring(cfg, tokenizer)), world_(world) {
     options_.kind = scoring_.kind;
-    options_.beta = cfg.dpo.beta;
-    options_.label_smoothing = cfg.dpo.label_smoothing;
+    options_.beta = cfg.get<DpoConfig>().beta;
+    options_.label_smoothing = cfg.get<DpoConfig>().label_smoothing;
     const TokenizerIdentity actor = actor_identity(cfg);
-    train_ = read_pairs(cfg, "dpo.data", cfg.dpo.data, tokenizer, actor);
-    if (!cfg.dpo.heldout.empty()) heldout_ = read_pairs(cfg, "dpo.heldout", cfg.dpo.heldout, tokenizer, actor);
+    train_ = read_pairs(cfg, "dpo.data", cfg.get<DpoConfig>().data, tokenizer, actor);
+    if (!cfg.get<DpoConfig>().stage.heldout.empty()) heldout_ = read_pairs(cfg, "dpo.heldout", cfg.get<DpoConfig>().stage.heldout, tokenizer, actor);
   }
 
   std::string name() const override { return "dpo"; }
@@ -102,7 +105,7 @@ class DpoObjective : public StageObjective {
 
   // The held-out pairs evaluated: the first dpo.eval_count (0 = all).
   int64_t heldout_count() const {
-    return cfg_.dpo.eval_count > 0 ? std::min<int64_t>(cfg_.dpo.eval_count, heldout_->size()) : heldout_->size();
+    return cfg_.get<DpoConfig>().stage.eval_count > 0 ? std::min<int64_t>(cfg_.get<DpoConfig>().stage.eval_count, heldout_->size()) : heldout_->size();
   }
 
   bool evaluates() const override { return heldout_ != nullptr; }
@@ -123,14 +126,14 @@ class DpoObjective : public StageObjective {
 }  // namespace
 
 int64_t dpo_steps(const DpoConfig& dpo, int64_t pairs, int ranks) {
-  if (dpo.steps > 0) return dpo.steps;
-  const double per_step = static_cast<double>(dpo.batch) * ranks;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(dpo.epochs * static_cast<double>(pairs) / per_step - 1e-9)));
+  if (dpo.stage.steps > 0) return dpo.stage.steps;
+  const double per_step = static_cast<double>(dpo.stage.batch) * ranks;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(dpo.stage.epochs * static_cast<double>(pairs) / per_step - 1e-9)));
 }
 
 void check_dpo_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  check_stage_deck_keys(cfg, "dpo", cfg.dpo.enabled(), "the preference pairs");
+  check_stage_deck_keys(cfg, "dpo", cfg.get<DpoConfig>().enabled(), "the preference pairs");
   for (Role role : {Role::critic, Role::reward})
     if (placement.has(role))
       deck.fail(std::string("placement.") + role_name(role),
@@ -142,8 +145,8 @@ void check_dpo_deck(const Config& cfg, const Placement& placement) {
                                      "its own (placement.reference = 1) or use placement.mode = colocated");
   for (Role role : {Role::actor, Role::reference}) {
     const ModelSpec spec = resolve_model(cfg, role);
-    if (cfg.dpo.max_tokens > spec.config.position_limit())
-      deck.fail("dpo.max_tokens", "is " + std::to_string(cfg.dpo.max_tokens) + ", but the " + role_name(role) + " (" +
+    if (cfg.get<DpoConfig>().stage.max_tokens > spec.config.position_limit())
+      deck.fail("dpo.max_tokens", "is " + std::to_string(cfg.get<DpoConfig>().stage.max_tokens) + ", but the " + role_name(role) + " (" +
                                       model_section(cfg, role).path + ") has " +
                                       std::to_string(spec.config.position_limit()) + " positions");
   }
@@ -160,12 +163,12 @@ int run_dpo(Runtime& rt) {
     // Both models take the tokenizer's ids, and their weights load (headers only), as train checks them.
     check_models_fit_run(stage_plan_config(cfg), rt.placement, *tokenizer);
     objective = std::make_unique<DpoObjective>(cfg, *tokenizer, rt.world.comm());
-    schedule.steps = dpo_steps(cfg.dpo, objective->train_rows(), rt.groups->of(Role::actor).size());
-    schedule.batch = cfg.dpo.batch;
-    schedule.eval_every = cfg.dpo.eval_every;
-    schedule.eval_at_start = cfg.dpo.eval_at_start;
-    schedule.eval_at_end = cfg.dpo.eval_at_end;
-    schedule.log_every = cfg.dpo.log_every;
+    schedule.steps = dpo_steps(cfg.get<DpoConfig>(), objective->train_rows(), rt.groups->of(Role::actor).size());
+    schedule.batch = cfg.get<DpoConfig>().stage.batch;
+    schedule.eval_every = cfg.get<DpoConfig>().stage.eval_every;
+    schedule.eval_at_start = cfg.get<DpoConfig>().stage.eval_at_start;
+    schedule.eval_at_end = cfg.get<DpoConfig>().stage.eval_at_end;
+    schedule.log_every = cfg.get<DpoConfig>().stage.log_every;
   });
   if (!ok) return kExitUsage;
   return run_stage(rt, *objective, schedule);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "quartet/tune/pair_losses.hpp"
 #include "quartet/tune/pair_scoring.hpp"
 #include "quartet/tune/pair_stage.hpp"
@@ -23,14 +24,14 @@ StageEval RmEvaluator::evaluate(RoleModel* reward, int64_t done) {
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(model.device());
     // Summed on the device, read back once.
     torch::Tensor on_device = torch::zeros({kPairs}, f64);
-    for_each_pair_chunk(share_, config_.train.micro_batch, pad_id_, model.group(), [&](const PairBatch* batch) {
+    for_each_pair_chunk(share_, config_.get<TrainConfig>().micro_batch, pad_id_, model.group(), [&](const PairBatch* batch) {
       if (!batch) {  // an empty turn: one pad token through the model
         auto opts = torch::TensorOptions().dtype(torch::kLong).device(model.device());
         (void)model.forward(torch::zeros({1, 2}, opts), torch::ones({1, 2}, opts));
         return;
       }
       const PairValues s = pair_scores(model, *batch);
-      const PairLoss l = bradley_terry_loss(s.chosen, s.rejected, config_.rm.margin ? batch->margin : torch::Tensor());
+      const PairLoss l = bradley_terry_loss(s.chosen, s.rejected, config_.get<RmConfig>().margin ? batch->margin : torch::Tensor());
       const auto d = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
       on_device = on_device + torch::stack({d(l.per_pair.sum()), d(l.metrics.margins.gt(0).sum()),
                                             d(l.metrics.chosen.sum()), d(l.metrics.rejected.sum())});

@@ -8,8 +8,11 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/signals.hpp"
 #include "quartet/engine/role_models.hpp"
+#include "quartet/engine/sampling_setup.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "quartet/tune/sft_batches.hpp"
+#include "quartet/tune/sft_config.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/sft_eval.hpp"
 #include "quartet/tune/stage.hpp"
@@ -20,22 +23,14 @@ namespace quartet {
 
 namespace {
 
-// What the model's generation stops at: the tokenizer's EOS, the model's eos_token_id(s) and
-// rollout.stop; the pad id and the vocabulary limit as train's.
+// The held-out exact match's generation: greedy, stopping, padding and limited as train's.
 SamplingParams sft_sampling(const Config& cfg, const Tokenizer& tokenizer) {
+  const SamplingSetup setup = sampling_setup(cfg, tokenizer, resolve_model(cfg, Role::actor));
   SamplingParams p;
   p.temperature = 0;
-  p.pad_id = tokenizer.pad_id.value_or(tokenizer.eos_id.value_or(0));
-  if (tokenizer.eos_id) p.stop_ids.push_back(*tokenizer.eos_id);
-  for (int64_t id : resolve_model(cfg, Role::actor).config.eos_token_ids)
-    if (id < tokenizer.vocab_size() && std::find(p.stop_ids.begin(), p.stop_ids.end(), id) == p.stop_ids.end())
-      p.stop_ids.push_back(id);
-  for (const auto& s : cfg.rollout.stop) {
-    auto id = tokenizer.token_to_id(s);
-    if (!id) cfg.deck.fail("rollout.stop", "'" + s + "' is not a token of the tokenizer");
-    p.stop_ids.push_back(*id);
-  }
-  p.vocab_limit = tokenizer.vocab_size();
+  p.stop_ids = setup.stop_ids;
+  p.pad_id = setup.pad_id;
+  p.vocab_limit = setup.vocab_limit;
   return p;
 }
 
@@ -44,10 +39,10 @@ class SftObjective : public StageObjective {
   SftObjective(const Config& cfg, std::unique_ptr<Tokenizer> tokenizer, int group_rank, int group_size, MPI_Comm world)
       : cfg_(cfg), tokenizer_(std::move(tokenizer)), sampling_(sft_sampling(cfg, *tokenizer_)) {
     const TokenizerIdentity actor = actor_identity(cfg);
-    train_ = std::make_unique<SftDataset>(cfg.sft.data, "sft.data", cfg, *tokenizer_, actor);
-    if (cfg.sft.heldout.empty()) return;
-    heldout_ = std::make_unique<SftDataset>(std::vector<std::string>{cfg.sft.heldout}, "sft.heldout", cfg, *tokenizer_,
-                                            actor, cfg.sft.eval_count);
+    train_ = std::make_unique<SftDataset>(cfg.get<SftConfig>().data, "sft.data", cfg, *tokenizer_, actor);
+    if (cfg.get<SftConfig>().stage.heldout.empty()) return;
+    heldout_ = std::make_unique<SftDataset>(std::vector<std::string>{cfg.get<SftConfig>().stage.heldout}, "sft.heldout", cfg, *tokenizer_,
+                                            actor, cfg.get<SftConfig>().stage.eval_count);
     std::vector<const SftExample*> share;
     for (int64_t i = group_rank; group_rank >= 0 && i < heldout_->size(); i += group_size) share.push_back(&heldout_->get(i));
     const Tokenizer* tok = tokenizer_.get();
@@ -64,7 +59,7 @@ class SftObjective : public StageObjective {
     std::vector<const SftExample*> examples;
     for (int64_t i : rows) examples.push_back(&train_->get(i));
     std::vector<StageMicroBatch> out;
-    for (SftMicroBatch& mb : bucket_examples(examples, cfg_.train.micro_batch, cfg_.sft.micro_batch_tokens,
+    for (SftMicroBatch& mb : bucket_examples(examples, cfg_.get<TrainConfig>().micro_batch, cfg_.get<SftConfig>().micro_batch_tokens,
                                              sampling_.pad_id, device))
       out.push_back({{mb.ids, mb.attention, mb.targets}, static_cast<double>(mb.target_tokens), mb.tokens});
     return out;
@@ -95,22 +90,22 @@ class SftObjective : public StageObjective {
 }  // namespace
 
 int64_t sft_steps(const SftConfig& sft, int64_t rows, int ranks) {
-  if (sft.steps > 0) return sft.steps;
-  const double per_step = static_cast<double>(sft.batch) * ranks;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(sft.epochs * static_cast<double>(rows) / per_step - 1e-9)));
+  if (sft.stage.steps > 0) return sft.stage.steps;
+  const double per_step = static_cast<double>(sft.stage.batch) * ranks;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(sft.stage.epochs * static_cast<double>(rows) / per_step - 1e-9)));
 }
 
 void check_sft_deck(const Config& cfg, const Placement& placement) {
   const Deck& deck = cfg.deck;
-  check_stage_deck_keys(cfg, "sft", cfg.sft.enabled(), "the demonstrations");
+  check_stage_deck_keys(cfg, "sft", cfg.get<SftConfig>().enabled(), "the demonstrations");
   for (Role role : {Role::critic, Role::reference, Role::reward})
     if (placement.has(role))
       deck.fail(std::string("placement.") + role_name(role),
                 std::string("places the ") + role_name(role) + " on ranks, but quartet sft trains the actor alone "
                 "on every rank of the job: set placement." + role_name(role) + " = 0 (and placement.actor = the job's ranks)");
   const ModelSpec actor = resolve_model(cfg, Role::actor);
-  if (cfg.sft.max_tokens > actor.config.position_limit())
-    deck.fail("sft.max_tokens", "is " + std::to_string(cfg.sft.max_tokens) + ", but the actor (" + cfg.actor.path +
+  if (cfg.get<SftConfig>().stage.max_tokens > actor.config.position_limit())
+    deck.fail("sft.max_tokens", "is " + std::to_string(cfg.get<SftConfig>().stage.max_tokens) + ", but the actor (" + cfg.get<ModelsConfig>().actor.path +
                                     ") has " + std::to_string(actor.config.position_limit()) + " positions");
 }
 
@@ -125,12 +120,12 @@ int run_sft(Runtime& rt) {
     check_models_fit_run(stage_plan_config(cfg), rt.placement, *tokenizer);
     const Group& actors = rt.groups->of(Role::actor);
     objective = std::make_unique<SftObjective>(cfg, std::move(tokenizer), actors.rank, actors.size(), rt.world.comm());
-    schedule.steps = sft_steps(cfg.sft, objective->train_rows(), actors.size());
-    schedule.batch = cfg.sft.batch;
-    schedule.eval_every = cfg.sft.eval_every;
-    schedule.eval_at_start = cfg.sft.eval_at_start;
-    schedule.eval_at_end = cfg.sft.eval_at_end;
-    schedule.log_every = cfg.sft.log_every;
+    schedule.steps = sft_steps(cfg.get<SftConfig>(), objective->train_rows(), actors.size());
+    schedule.batch = cfg.get<SftConfig>().stage.batch;
+    schedule.eval_every = cfg.get<SftConfig>().stage.eval_every;
+    schedule.eval_at_start = cfg.get<SftConfig>().stage.eval_at_start;
+    schedule.eval_at_end = cfg.get<SftConfig>().stage.eval_at_end;
+    schedule.log_every = cfg.get<SftConfig>().stage.log_every;
   });
   if (!ok) return kExitUsage;
   return run_stage(rt, *objective, schedule);

@@ -2,6 +2,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/tune/sft_config.hpp"
 
 namespace quartet {
 
@@ -58,7 +59,7 @@ std::string misfit(const SftExample& e, int64_t vocab, int64_t max_tokens) {
 
 SftDataset::SftDataset(const std::vector<std::string>& files, const std::string& key, const Config& config,
                        const Tokenizer& tokenizer, const TokenizerIdentity& actor, int64_t limit) {
-  const SftConfig& s = config.sft;
+  const SftConfig& s = config.get<SftConfig>();
   for (const std::string& path : files) {
     std::vector<SftRow> rows;
     try {
@@ -80,7 +81,7 @@ SftDataset::SftDataset(const std::vector<std::string>& files, const std::string&
       } catch (const Error& err) {
         config.deck.fail(key, "names '" + path + "': " + row.where + ": " + err.what());
       }
-      const std::string problem = misfit(e, tokenizer.vocab_size(), s.max_tokens);
+      const std::string problem = misfit(e, tokenizer.vocab_size(), s.stage.max_tokens);
       if (!problem.empty()) config.deck.fail(key, "names '" + path + "': " + row.where + ": " + problem);
       examples_.push_back(std::move(e));
     }

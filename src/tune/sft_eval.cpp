@@ -7,7 +7,9 @@
 
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/engine/experience.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "quartet/tune/sft_batches.hpp"
+#include "quartet/tune/sft_config.hpp"
 
 namespace quartet {
 
@@ -31,8 +33,8 @@ SftEvaluator::SftEvaluator(const Config& config, std::vector<const SftExample*> 
 std::array<double, 3> SftEvaluator::teacher_forced(RoleModel& actor) {
   torch::NoGradGuard no_grad;
   ShardedModel& model = *actor.model;
-  const SftConfig& s = config_.sft;
-  const std::vector<SftMicroBatch> mbs = bucket_examples(share_, config_.train.micro_batch, s.micro_batch_tokens,
+  const SftConfig& s = config_.get<SftConfig>();
+  const std::vector<SftMicroBatch> mbs = bucket_examples(share_, config_.get<TrainConfig>().micro_batch, s.micro_batch_tokens,
                                                          sampling_.pad_id, model.device());
   const int64_t mine = static_cast<int64_t>(mbs.size()), calls = group_max(model.group(), mine);
   torch::Tensor nll = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(model.device()));
@@ -54,7 +56,7 @@ std::array<double, 3> SftEvaluator::teacher_forced(RoleModel& actor) {
 
 double SftEvaluator::exact_matches(RoleModel& actor, std::string* first_completion) {
   const auto dev = actor.model->device();
-  const size_t pass_rows = static_cast<size_t>(config_.sft.batch);
+  const size_t pass_rows = static_cast<size_t>(config_.get<SftConfig>().stage.batch);
   double matches = 0;
   for (size_t begin = 0; begin < share_.size(); begin += pass_rows) {
     const size_t end = std::min(share_.size(), begin + pass_rows);
@@ -90,7 +92,7 @@ double SftEvaluator::exact_matches(RoleModel& actor, std::string* first_completi
 }
 
 StageEval SftEvaluator::evaluate(RoleModel* actor, int64_t done) {
-  const bool exact = config_.sft.exact_match;
+  const bool exact = config_.get<SftConfig>().exact_match;
   // nll, correct, targets, exact matches, rows
   std::vector<double> sums(5, 0.0);
   std::string completion;

@@ -10,11 +10,13 @@
 
 #include "quartet/core/build_info.hpp"
 #include "quartet/core/check.hpp"
-#include "quartet/core/duration.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/core/run_config.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/dist/watched_mpi.hpp"
+#include "quartet/engine/checkpoint_config.hpp"
 #include "quartet/engine/experience.hpp"
 #include "quartet/engine/lr_schedule.hpp"
 #include "quartet/engine/phase_clock.hpp"
@@ -22,7 +24,9 @@
 #include "quartet/engine/stop_control.hpp"
 #include "quartet/engine/training_checkpoint.hpp"
 #include "quartet/io/run_file.hpp"
+#include "quartet/model/models_config.hpp"
 #include "quartet/shard/memory_plan.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "quartet/tune/stage_clock.hpp"
 #include "quartet/tune/stage_metrics.hpp"
 #include "quartet/tune/stage_plan.hpp"
@@ -36,8 +40,8 @@ enum Part : size_t { kBatch, kForwardBackward, kOptimizer, kEval };
 class Stage {
  public:
   Stage(Runtime& rt, StageObjective& objective, const StageSchedule& schedule)
-      : rt_(rt), cfg_(rt.config), obj_(objective), sch_(schedule), ckpt_{objective.name(), {objective.trained_role()}},
-        name_(objective.name()), started_(monotonic_seconds()), stop_(rt.world, cfg_.run.time_limit, started_),
+      : rt_(rt), cfg_(rt.config), obj_(objective), sch_(schedule), ckpt_{objective.name(), {objective.trained_role()}, {}},
+        name_(objective.name()), started_(monotonic_seconds()), stop_(rt.world, cfg_.get<RunConfig>().time_limit, started_),
         clock_(rt.device, {"batch", "forward_backward", "optimizer", "eval"}) {}
 
   int run() {
@@ -153,16 +157,16 @@ void Stage::open_run_file(const TrainerState& state) {
   if (!m.path.empty() && m.path.rfind("random:", 0) != 0)
     info.model_paths = std::string(role_name(obj_.trained_role())) + " = " + m.source + " -> " + m.path + "\n";
   // Starting afresh, a run.h5 already in run.out is an earlier run's: kept as run.h5.prev.
-  if (!resume_ && model.group->rank() == 0 && path_exists(cfg_.run.out + "/run.h5")) {
-    const std::string from = cfg_.run.out + "/run.h5", to = move_aside(from, ".prev");
+  if (!resume_ && model.group->rank() == 0 && path_exists(cfg_.get<RunConfig>().out + "/run.h5")) {
+    const std::string from = cfg_.get<RunConfig>().out + "/run.h5", to = move_aside(from, ".prev");
     printf0("%s: an earlier %s was moved to %s\n", name_.c_str(), from.c_str(), to.c_str());
   }
   watched::barrier(model.comm, "run.h5 moved aside");
   std::vector<double> planned;
   for (const auto& rp : make_memory_plan(stage_plan_config(cfg_), rt_.world.size(), rt_.world.local_size()).ranks)
     planned.push_back(static_cast<double>(rp.peak));
-  run_file_ = std::make_unique<RunFile>(cfg_.run.out, model.comm, info, planned);
-  sampler_ = std::make_unique<PromptSampler>(obj_.train_rows(), cfg_.run.seed, model.group->rank(), model.group->size());
+  run_file_ = std::make_unique<RunFile>(cfg_.get<RunConfig>().out, model.comm, info, planned);
+  sampler_ = std::make_unique<PromptSampler>(obj_.train_rows(), cfg_.get<RunConfig>().seed, model.group->rank(), model.group->size());
   if (resume_) {
     sampler_->set_cursor(state.cursor);
     run_file_->rewind(state.iteration);  // steps written after the checkpoint are written again
@@ -221,7 +225,7 @@ void Stage::forward_backward(const std::vector<int64_t>& rows, StageStepMetrics&
 void Stage::optimizer_step(int64_t step, StageStepMetrics& metrics) {
   clock_.start();
   if (RoleModel* tm = trained()) {
-    const TrainConfig& t = cfg_.train;
+    const TrainConfig& t = cfg_.get<TrainConfig>();
     metrics.lr = learning_rate(static_cast<int>(step), static_cast<int>(sch_.steps), t.warmup,
                                model_section(cfg_, obj_.trained_role()).lr, t.schedule, t.min_lr_ratio);
     metrics.grad_norm = tm->optimizer->step_async(metrics.lr).item<double>();
@@ -296,8 +300,8 @@ std::optional<int> Stage::checkpoint_or_stop(int64_t done, double step_seconds) 
             static_cast<long long>(done));
     return kExitResubmit;
   }
-  const int every = cfg_.checkpoint.every;
-  if ((every > 0 && done % every == 0) || (last && cfg_.checkpoint.at_end))
+  const int every = cfg_.get<CheckpointConfig>().every;
+  if ((every > 0 && done % every == 0) || (last && cfg_.get<CheckpointConfig>().at_end))
     write_checkpoint(done, last ? "end of the run" : "every");
   return std::nullopt;
 }

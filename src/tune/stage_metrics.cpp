@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "quartet/core/duration.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {

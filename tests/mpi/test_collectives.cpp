@@ -8,14 +8,13 @@
 #include "quartet/core/check.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
 
 // Each test file in a namespace of its own: the test sources are compiled in unity batches.
 namespace test_collectives {
-
-namespace {
 
 std::vector<std::string> backends() {
   std::vector<std::string> b = {"mpi"};
@@ -73,8 +72,6 @@ class Collectives_ : public ::testing::TestWithParam<std::string> {
 
 const torch::ScalarType kTypes[] = {torch::kFloat, torch::kBFloat16, torch::kLong};
 const int64_t kSizes[] = {1, 3, 1023, 65537};
-
-}  // namespace
 
 TEST_P(Collectives_, AllReduceSumAndAvg) {
   for (auto& g : groups_)

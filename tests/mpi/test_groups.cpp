@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "quartet/commands/deck_sections.hpp"
+#include "quartet/core/run_config.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/groups.hpp"
 #include "quartet/dist/runtime.hpp"
 #include "test_main.hpp"
@@ -19,7 +22,7 @@ namespace {
 
 Placement placement_of(const std::string& section) {
   Config c = load_config(Deck("g.deck", "[placement]\n" + section, {}, deck_schema()));
-  return make_placement(c.placement, test::world().size(), c.deck);
+  return make_placement(c.get<PlacementConfig>(), test::world().size(), c.deck);
 }
 
 // Each member adds its world rank: the sum must be the sum over the group's ranks only.
@@ -96,10 +99,10 @@ TEST(Runtime, StartsFromADeckFile) {
   auto rt = start_runtime(test::world(),
                           deck_file("[placement]\nactor = " + std::to_string(n - 1) +
                                     "\nreward = 1\n[dist]\ndevice = cpu\n"),
-                          {"run.seed=9"});
+                          {"run.seed=9"}, deck_sections());
   ASSERT_NE(rt, nullptr);
   EXPECT_EQ(rt->backend, Backend::mpi);
-  EXPECT_EQ(rt->config.run.seed, 9u);
+  EXPECT_EQ(rt->config.get<RunConfig>().seed, 9u);
   EXPECT_EQ(rt->groups->all().size(), 2u);
   expect_collectives_stay_inside(*rt->groups);
 }
@@ -108,7 +111,7 @@ TEST(Runtime, RefusesAnImpossibleLayoutOnEveryRank) {
   int n = test::world().size();
   ::testing::internal::CaptureStderr();
   auto rt = start_runtime(test::world(),
-                          deck_file("[placement]\nactor = " + std::to_string(n) + "\nreward = 1\n"), {});
+                          deck_file("[placement]\nactor = " + std::to_string(n) + "\nreward = 1\n"), {}, deck_sections());
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(rt, nullptr);  // on every rank: nobody went on to build groups
   if (test::world().rank() == 0) {

@@ -33,8 +33,6 @@ using namespace quartet;
 // Each test file in a namespace of its own: the test sources are compiled in unity batches.
 namespace test_pair_scoring {
 
-namespace {
-
 std::string parity_dir() {
   const char* base = std::getenv("QUARTET_PARITY_DIR");
   return base && *base ? base : "";
@@ -109,8 +107,6 @@ class PairScoring : public ::testing::Test {
   std::unique_ptr<Collectives> group_;
   std::vector<PreferencePair> pairs_;
 };
-
-}  // namespace
 
 // Every reward model of the fixture: the scores of both sides equal HF's, frozen (scoring in
 // micro-batches of 3 rows, which cut across the chosen/rejected boundary) and trainable (one

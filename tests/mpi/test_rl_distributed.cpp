@@ -13,6 +13,7 @@
 #include "quartet/dist/collectives.hpp"
 #include "quartet/engine/running_moments.hpp"
 #include "quartet/rl/advantages.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;

@@ -32,8 +32,6 @@ using namespace quartet;
 // Each test file in a namespace of its own: the test sources are compiled in unity batches.
 namespace test_rl_logprobs {
 
-namespace {
-
 constexpr int64_t kVocab = 53, kLimit = 40, kB = 3, kP = 4, kA = 5;
 
 ModelConfig tiny_llama() {
@@ -454,8 +452,6 @@ TEST_F(RlLogprobs, OldAndNewAreOfTheTemperatureScaledFullDistribution) {
   const auto first = b.sequences.narrow(1, P, 3);
   for (int64_t id : sp.stop_ids) EXPECT_FALSE(first.eq(id).any().item<bool>());
 }
-
-}  // namespace
 
 // Rollout widths in steps of kRolloutWidthMultiple (so a run meets few distinct shapes), never
 // past the deck's widest rollout, never narrower than the actions.

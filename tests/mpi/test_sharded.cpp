@@ -12,6 +12,7 @@
 
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "test_main.hpp"

@@ -16,15 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/engine/role_models.hpp"
 #include "quartet/model/model_config.hpp"
 #include "quartet/rl/updates.hpp"
 #include "quartet/shard/adamw_kernel.hpp"
 #include "quartet/shard/sharded_adamw.hpp"
 #include "quartet/shard/step_graph.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "test_main.hpp"
 
 using namespace quartet;
@@ -122,8 +125,8 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head 
                                              source_random(small_model(f), seed, group.device()));
   AdamWOptions ao;
   ao.lr = lr;
-  ao.beta2 = c.train.adam_beta2;
-  ao.max_grad_norm = c.train.max_grad_norm;
+  ao.beta2 = c.get<TrainConfig>().adam_beta2;
+  ao.max_grad_norm = c.get<TrainConfig>().max_grad_norm;
   rm->optimizer = std::make_unique<ShardedAdamW>(*rm->model, ao);
   return rm;
 }
@@ -132,8 +135,8 @@ std::unique_ptr<RoleModel> role_model(Collectives& group, const Family& f, Head 
 // (the first width again: a new graph too).
 Trained train(Collectives& group, bool graphs, const Family& f = kLlama, int micro = 4) {
   const Config c = update_config(graphs, micro);
-  auto actor = role_model(group, f, Head::causal_lm, 11, c, c.actor.lr);
-  auto critic = role_model(group, f, Head::token_value, 12, c, c.critic.lr);
+  auto actor = role_model(group, f, Head::causal_lm, 11, c, c.get<ModelsConfig>().actor.lr);
+  auto critic = role_model(group, f, Head::token_value, 12, c, c.get<ModelsConfig>().critic.lr);
   Trained out;
   int64_t actor_step = 0, critic_step = 0;
   const std::vector<int64_t> widths{20, 20, 28, 20};
@@ -205,7 +208,7 @@ TEST_P(StepGraphFamilies, GraphedUpdatesEqualEagerOnesBitForBit) {
   expect_same_training(eager, graphed);
   // And the updates did move the weights (a graph that never ran would leave them).
   const Config c = update_config(false);
-  auto fresh = role_model(*group_, f, Head::causal_lm, 11, c, c.actor.lr);
+  auto fresh = role_model(*group_, f, Head::causal_lm, 11, c, c.get<ModelsConfig>().actor.lr);
   bool moved = false;
   for (size_t u = 0; u < eager.actor.size(); ++u)
     moved = moved || !torch::equal(fresh->model->current_shards()[u].to(torch::kCPU), graphed.actor[u]);
@@ -253,8 +256,8 @@ TEST_F(StepGraphGpu, GraphedUpdatesWriteTheFloat32ShardsForAtensAdamW) {
 // float32's (with the mask) as the masked bf16 ones are, give or take bf16's rounding.
 TEST_F(StepGraphGpu, WithoutAMaskFollowsTheMaskInBf16) {
   const Config c = update_config(false);
-  auto half = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr);
-  auto exact = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.actor.lr, torch::kFloat32);
+  auto half = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.get<ModelsConfig>().actor.lr);
+  auto exact = role_model(*group_, kLlama, Head::causal_lm, 11, c, c.get<ModelsConfig>().actor.lr, torch::kFloat32);
   for (bool left_padding : {false, true}) {
     const Phase p = phase(7, 16, group_->device(), left_padding);
     const PaddingLayout layout = padding_layout(p.batch);
@@ -280,7 +283,7 @@ TEST_F(StepGraphGpu, WithoutAMaskFollowsTheMaskInBf16) {
 TEST(StepGraph, NotOnTheCpu) {
   auto group = make_mpi_collectives("step_graph_cpu", {test::world().rank()}, MPI_COMM_SELF, nullptr);
   const Config c = update_config(true);
-  auto actor = role_model(*group, kLlama, Head::causal_lm, 11, c, c.actor.lr);
+  auto actor = role_model(*group, kLlama, Head::causal_lm, 11, c, c.get<ModelsConfig>().actor.lr);
   EXPECT_FALSE(actor->model->graphable());
   EXPECT_FALSE(StepGraph::applies(*actor->model));
   // The update runs eagerly there, and makes no graph.

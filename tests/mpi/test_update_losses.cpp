@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/engine/role_models.hpp"
@@ -92,7 +93,7 @@ UpdateStats one_step(Collectives& group, const PolicyTargets& tg, int64_t miniba
   actor.model = std::make_unique<ShardedModel>(tiny_llama(), Head::causal_lm, group, ShardOptions{},
                                                source_random(tiny_llama(), 4, torch::kCPU));
   AdamWOptions ao;
-  ao.lr = c.actor.lr;
+  ao.lr = c.get<ModelsConfig>().actor.lr;
   actor.optimizer = std::make_unique<ShardedAdamW>(*actor.model, ao);
   int64_t step = 0;
   const int64_t steps = (tg.batch.rows() + minibatch - 1) / minibatch;

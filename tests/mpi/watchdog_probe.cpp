@@ -18,6 +18,7 @@
 #include "quartet/core/log.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/dist/device.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/exchange.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 #include "quartet/dist/world.hpp"

@@ -6,6 +6,10 @@ writes OUT_DIR/model/ (config.json, model.safetensors, tokenizer.json, tokenizer
 OUT_DIR/prompts.jsonl and OUT_DIR/expected.jsonl ({"index", "completion", "tokens"} per prompt),
 and OUT_DIR/expected_min.jsonl: the same with the stop tokens STOPS and min_new_tokens=MIN_NEW_TOKENS
 (HF masks every EOS id until then; quartet's rollout.min_new_tokens must do the same).
+OUT_DIR/model_eos/ is the same model whose config.json lists the first of STOPS beside EOS as
+eos_token_id and whose generation_config.json lists every stop (as Llama 3 and Qwen ship their
+chat turns' end): OUT_DIR/expected_eos.jsonl holds HF's greedy completions with that model's own
+generation config, which quartet must stop at without being told (no rollout.stop).
 
     python make_generate_model.py OUT_DIR --families
 writes the same (without expected_min.jsonl) for each of FAMILIES under OUT_DIR/<family>/: Qwen3
@@ -109,9 +113,42 @@ def main(out, family="llama"):
         return
     # Without min_new_tokens some completions must stop before it, or the check proves nothing.
     assert early > 0, "no greedy completion stops on STOPS before MIN_NEW_TOKENS: pick other stop tokens"
+    write_eos_model(out, fast, eos, stops)
     print(f"make_generate_model: {out}: vocab {len(fast)}, {len(PROMPTS)} prompts, "
           f"greedy references of {MAX_NEW_TOKENS} tokens; with stops {STOPS} and min_new_tokens "
           f"{MIN_NEW_TOKENS}, {early} would stop earlier without it")
+
+
+def write_eos_model(out, fast, eos, stops):
+    """model_eos/: the model with list-valued eos_token_ids, and HF's greedy completions under its
+    own generation config. Some completion must end at a stop other than EOS, or the check proves
+    nothing."""
+    src, dst = os.path.join(out, "model"), os.path.join(out, "model_eos")
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        with open(os.path.join(src, name), "rb") as f, open(os.path.join(dst, name), "wb") as g:
+            g.write(f.read())
+    with open(os.path.join(dst, "config.json")) as f:
+        config = json.load(f)
+    config["eos_token_id"] = stops[:2]
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(dst, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": stops, "pad_token_id": eos}, f, indent=2)
+    model = LlamaForCausalLM.from_pretrained(dst, dtype=torch.float32).eval()
+    assert list(model.generation_config.eos_token_id) == stops, model.generation_config.eos_token_id
+    other = 0
+    with open(os.path.join(out, "expected_eos.jsonl"), "w") as f, torch.no_grad():
+        for i, p in enumerate(PROMPTS):
+            ids = fast(p, return_tensors="pt").input_ids
+            gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=MAX_NEW_TOKENS)
+            new = gen[0, ids.shape[1]:].tolist()
+            ends = [k for k, t in enumerate(new) if t in stops]
+            new = new[: ends[0] + 1] if ends else new
+            other += bool(new) and new[-1] in stops[1:]
+            f.write(json.dumps({"index": i, "tokens": new, "completion": fast.decode(new, skip_special_tokens=True)},
+                               ensure_ascii=False) + "\n")
+    assert other > 0, "no greedy completion ends at a stop other than EOS: pick other stop tokens"
 
 
 if __name__ == "__main__":

@@ -14,13 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/shard/memory_plan.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "quartet/tune/pair_stage.hpp"
 #include "quartet/tune/rm.hpp"
+#include "quartet/tune/rm_config.hpp"
 #include "quartet/tune/stage_plan.hpp"
 #include "test_main.hpp"
 
@@ -56,15 +59,15 @@ std::string pair_line(const std::string& prompt, const std::string& chosen, cons
 
 TEST(RmDeck, TheExampleLoadsAndItsResolvedDeckParsesBack) {
   const Config c = example_deck();
-  EXPECT_TRUE(c.rm.enabled());
-  EXPECT_EQ(c.rm.data, std::vector<std::string>{"inputs/rm/sort_digits_pairs.jsonl"});
-  EXPECT_EQ(c.rm.batch, 16);
-  EXPECT_EQ(c.rm.max_tokens, 32);
-  EXPECT_TRUE(c.rm.margin);
-  EXPECT_FALSE(c.placement.needs_actor);
+  EXPECT_TRUE(c.get<RmConfig>().enabled());
+  EXPECT_EQ(c.get<RmConfig>().data, std::vector<std::string>{"inputs/rm/sort_digits_pairs.jsonl"});
+  EXPECT_EQ(c.get<RmConfig>().stage.batch, 16);
+  EXPECT_EQ(c.get<RmConfig>().stage.max_tokens, 32);
+  EXPECT_TRUE(c.get<RmConfig>().margin);
+  EXPECT_FALSE(c.get<PlacementConfig>().needs_actor);
   const Config again = load_config(Deck("resolved.deck", c.deck.resolved(), {}, deck_schema()));
   EXPECT_EQ(again.deck.resolved(), c.deck.resolved());
-  EXPECT_EQ(again.rm.heldout, c.rm.heldout);
+  EXPECT_EQ(again.get<RmConfig>().stage.heldout, c.get<RmConfig>().stage.heldout);
 }
 
 TEST(RmDeck, KeysAreRefusedByName) {
@@ -81,17 +84,17 @@ TEST(RmDeck, KeysAreRefusedByName) {
 
 TEST(RmDeck, OnlyAnRmDeckMayLeaveTheActorOut) {
   const Config c = example_deck();
-  const Placement p = make_placement(c.placement, 2, c.deck);
+  const Placement p = make_placement(c.get<PlacementConfig>(), 2, c.deck);
   EXPECT_FALSE(p.has(Role::actor));
   EXPECT_EQ(p.ranks_of(Role::reward), (std::vector<int>{0, 1}));
   EXPECT_EQ(p.describe(), "disjoint: reward ranks 0-1");
   EXPECT_NO_THROW(check_rm_deck(c, p));
   // The same layout in a deck without rm.data is train's, which needs the actor.
   const Config train = example_deck({"rm.data=", "rm.heldout=", "rm.eval_every=0"});
-  EXPECT_HAS(test::error_of([&] { make_placement(train.placement, 2, train.deck); }), "placement.actor is not set");
+  EXPECT_HAS(test::error_of([&] { make_placement(train.get<PlacementConfig>(), 2, train.deck); }), "placement.actor is not set");
   EXPECT_HAS(test::error_of([&] { check_rm_deck(train, p); }), "rm.data is not set");
   const Config with_actor = example_deck({"placement.actor=1"});
-  EXPECT_HAS(test::error_of([&] { check_rm_deck(with_actor, make_placement(with_actor.placement, 3, with_actor.deck)); }),
+  EXPECT_HAS(test::error_of([&] { check_rm_deck(with_actor, make_placement(with_actor.get<PlacementConfig>(), 3, with_actor.deck)); }),
              "placement.actor places the actor on ranks, but quartet rm trains the reward model alone");
 }
 
@@ -113,9 +116,9 @@ TEST(RmDeck, TheRewardIsTrainedAndOwnsTheTokenizer) {
 TEST(RmDeck, ThePlanTrainsTheRewardOnPairBatches) {
   const Config c = example_deck();
   const Config planned = stage_plan_config(c);
-  EXPECT_EQ(planned.rollout.max_prompt_tokens + planned.rollout.max_new_tokens, widest_pair_batch(c));
+  EXPECT_EQ(planned.get<RolloutConfig>().max_prompt_tokens + planned.get<RolloutConfig>().max_new_tokens, widest_pair_batch(c));
   EXPECT_EQ(widest_pair_batch(c), 62);
-  EXPECT_EQ(planned.train.micro_batch, 2 * c.train.micro_batch);  // both sides of each pair
+  EXPECT_EQ(planned.get<TrainConfig>().micro_batch, 2 * c.get<TrainConfig>().micro_batch);  // both sides of each pair
   const MemoryPlan plan = make_memory_plan(planned, 2, 2);
   ASSERT_EQ(plan.ranks.size(), 2u);
   for (const RankPlan& rank : plan.ranks) {
@@ -133,12 +136,12 @@ TEST(RmDeck, ThePlanTrainsTheRewardOnPairBatches) {
 
 TEST(RmDeck, StepsFromEpochsOrGiven) {
   RmConfig rm;
-  rm.epochs = 8;
-  rm.batch = 16;
+  rm.stage.epochs = 8;
+  rm.stage.batch = 16;
   EXPECT_EQ(rm_steps(rm, 1024, 2), 256);
-  rm.epochs = 0.5;
+  rm.stage.epochs = 0.5;
   EXPECT_EQ(rm_steps(rm, 1000, 3), 11);  // ceil(500 / 48)
-  rm.steps = 7;
+  rm.stage.steps = 7;
   EXPECT_EQ(rm_steps(rm, 1000, 3), 7);
 }
 
@@ -150,7 +153,7 @@ TEST(PairStage, FilesAreOneDatasetAndMicroBatchesRoundTrip) {
   auto tokenizer = make_builtin_tokenizer();
   const TokenizerIdentity identity = builtin_tokenizer_identity();
   const PreparedFileKind kind{"pairs", "reward model", "prepare_pairs.py"};
-  const PairFiles files(c.rm.data, "rm.data", c, *tokenizer, 32, identity, kind);
+  const PairFiles files(c.get<RmConfig>().data, "rm.data", c, *tokenizer, 32, identity, kind);
   ASSERT_EQ(files.size(), 3);
   const PreferencePair third = files.get(2);
   EXPECT_EQ(third.index, 2);
@@ -158,9 +161,9 @@ TEST(PairStage, FilesAreOneDatasetAndMicroBatchesRoundTrip) {
   std::vector<int64_t> chosen = tokenizer->encode("789", false);
   chosen.push_back(*tokenizer->eos_id);
   EXPECT_EQ(third.chosen, chosen);
-  EXPECT_HAS(test::error_of([&] { PairFiles(c.rm.data, "rm.data", c, *tokenizer, 32, identity, kind, 4, "rm.eval_count"); }),
+  EXPECT_HAS(test::error_of([&] { PairFiles(c.get<RmConfig>().data, "rm.data", c, *tokenizer, 32, identity, kind, 4, "rm.eval_count"); }),
              "rm.eval_count is 4, but rm.data holds 3 pairs");
-  EXPECT_EQ(PairFiles(c.rm.data, "rm.data", c, *tokenizer, 32, identity, kind, 2, "rm.eval_count").size(), 2);
+  EXPECT_EQ(PairFiles(c.get<RmConfig>().data, "rm.data", c, *tokenizer, 32, identity, kind, 2, "rm.eval_count").size(), 2);
   const std::string bad = dir.file("bad.jsonl", pair_line("sort 1=", "1", "1"));
   const std::string same = test::error_of([&] { PairFiles({bad}, "rm.heldout", c, *tokenizer, 32, identity, kind); });
   EXPECT_HAS(same, "rm.heldout names '" + bad + "': ");

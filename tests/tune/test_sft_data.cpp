@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/dist/collectives.hpp"
@@ -23,6 +24,7 @@
 #include "quartet/model/model_spec.hpp"
 #include "quartet/shard/sharded_model.hpp"
 #include "quartet/tune/sft_batches.hpp"
+#include "quartet/tune/sft_config.hpp"
 #include "quartet/tune/sft_dataset.hpp"
 #include "quartet/tune/sft_eval.hpp"
 #include "test_main.hpp"
@@ -147,20 +149,20 @@ TEST(SftDataset, RefusesRowsByFileAndLine) {
   const auto tok = make_builtin_tokenizer();
   const TokenizerIdentity id = builtin_tokenizer_identity();
   const Config long_rows = sft_config(data, {"sft.max_tokens=12"});
-  EXPECT_HAS(test::error_of([&] { SftDataset(long_rows.sft.data, "sft.data", long_rows, *tok, id); }),
+  EXPECT_HAS(test::error_of([&] { SftDataset(long_rows.get<SftConfig>().data, "sft.data", long_rows, *tok, id); }),
              "sft.data names '" + data + "': " + data + ":2: prompt and response are 26 tokens, more than sft.max_tokens = 12");
   const Config fits = sft_config(data);
-  EXPECT_EQ(SftDataset(fits.sft.data, "sft.data", fits, *tok, id).size(), 2);
+  EXPECT_EQ(SftDataset(fits.get<SftConfig>().data, "sft.data", fits, *tok, id).size(), 2);
   // A prepared file: made for another tokenizer, or with an id outside this one.
   nlohmann::json r = {{"prompt", "a"}, {"response", "b"}, {"input_ids", {1, 5000}}, {"loss_mask", {0, 1}},
                       {"prompt_length", 1}};
   const std::string other = dir.file("other.jsonl", header_line(std::string(64, 'a')) + r.dump() + "\n");
   const Config c_other = sft_config(other);
-  EXPECT_HAS(test::error_of([&] { SftDataset(c_other.sft.data, "sft.data", c_other, *tok, id); }),
+  EXPECT_HAS(test::error_of([&] { SftDataset(c_other.get<SftConfig>().data, "sft.data", c_other, *tok, id); }),
              "sft.data names a file prepared for another actor");
   const std::string wide = dir.file("wide.jsonl", header_line(builtin_sha()) + r.dump() + "\n");
   const Config c_wide = sft_config(wide);
-  EXPECT_HAS(test::error_of([&] { SftDataset(c_wide.sft.data, "sft.data", c_wide, *tok, id); }),
+  EXPECT_HAS(test::error_of([&] { SftDataset(c_wide.get<SftConfig>().data, "sft.data", c_wide, *tok, id); }),
              wide + ":2: token 1 is id 5000, outside the actor's tokenizer");
 }
 

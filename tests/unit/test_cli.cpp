@@ -1,6 +1,7 @@
 // The command line: commands, the deck argument, --set overrides, --help at both levels.
 #include <gtest/gtest.h>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/cli.hpp"
 
 using namespace quartet;
@@ -50,7 +51,7 @@ TEST(Cli, ToolsTakeAPathAndTheirOwnOptions) {
             std::string::npos);
   EXPECT_NE(usage_error({"train", "d.deck", "--decode"}).find("unrecognised option '--decode'"),
             std::string::npos);
-  std::string help = command_help(kSpecs[2]);
+  std::string help = command_help(kSpecs[2], deck_schema());
   EXPECT_NE(help.find("Usage: quartet tokenize MODEL_DIR [options]"), std::string::npos) << help;
   EXPECT_NE(help.find("--decode"), std::string::npos);
   EXPECT_EQ(help.find("Deck keys"), std::string::npos);
@@ -64,7 +65,7 @@ TEST(Cli, HelpAtBothLevels) {
   EXPECT_EQ(cl.command, "train");
   std::string top = top_level_help(kSpecs);
   EXPECT_NE(top.find("selfcheck   check things"), std::string::npos) << top;
-  std::string sub = command_help(kSpecs[0]);
+  std::string sub = command_help(kSpecs[0], deck_schema());
   EXPECT_NE(sub.find("Usage: quartet selfcheck DECK [--set section.key=value ...]"), std::string::npos);
   EXPECT_NE(sub.find("  [placement]\n    mode = disjoint"), std::string::npos) << sub;  // every key
   EXPECT_NE(sub.find("  [dist]\n"), std::string::npos) << sub;

@@ -6,7 +6,13 @@
 #include <unistd.h>
 #include <fstream>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
+#include "quartet/core/run_config.hpp"
+#include "quartet/dist/dist_config.hpp"
+#include "quartet/dist/placement_config.hpp"
+#include "quartet/model/models_config.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 
 using namespace quartet;
 
@@ -52,30 +58,30 @@ watchdog_timeout = 2.5
 
 TEST(Deck, ParsesTypedValuesAndComments) {
   Config c = parse(kGood);
-  EXPECT_EQ(c.run.name, "demo");
-  EXPECT_EQ(c.run.out, "runs/demo");
-  EXPECT_EQ(c.run.seed, 7u);
-  EXPECT_EQ(c.run.iterations, 3);
-  EXPECT_EQ(c.placement.mode, PlacementMode::disjoint);
-  EXPECT_EQ(c.placement.actor, 4);
-  EXPECT_EQ(c.placement.critic, 2);
-  EXPECT_EQ(c.dist.backend, Backend::mpi);
-  EXPECT_DOUBLE_EQ(c.dist.watchdog_timeout, 2.5);
+  EXPECT_EQ(c.get<RunConfig>().name, "demo");
+  EXPECT_EQ(c.get<RunConfig>().out, "runs/demo");
+  EXPECT_EQ(c.get<RunConfig>().seed, 7u);
+  EXPECT_EQ(c.get<RunConfig>().iterations, 3);
+  EXPECT_EQ(c.get<PlacementConfig>().mode, PlacementMode::disjoint);
+  EXPECT_EQ(c.get<PlacementConfig>().actor, 4);
+  EXPECT_EQ(c.get<PlacementConfig>().critic, 2);
+  EXPECT_EQ(c.get<DistConfig>().backend, Backend::mpi);
+  EXPECT_DOUBLE_EQ(c.get<DistConfig>().watchdog_timeout, 2.5);
 }
 
 TEST(Deck, DefaultsFillMissingKeys) {
   Config c = parse("[placement]\nactor = 1\n");
-  EXPECT_EQ(c.run.iterations, RunConfig{}.iterations);
-  EXPECT_EQ(c.dist.backend, Backend::automatic);
-  EXPECT_EQ(c.placement.critic, -1);
+  EXPECT_EQ(c.get<RunConfig>().iterations, RunConfig{}.iterations);
+  EXPECT_EQ(c.get<DistConfig>().backend, Backend::automatic);
+  EXPECT_EQ(c.get<PlacementConfig>().critic, -1);
   EXPECT_FALSE(c.deck.given("placement.critic"));
   EXPECT_TRUE(c.deck.given("placement.actor"));
 }
 
 TEST(Deck, OverridesWinAndAreNamedInErrors) {
   Config c = parse(kGood, {"placement.actor=5", "run.name=swept"});
-  EXPECT_EQ(c.placement.actor, 5);
-  EXPECT_EQ(c.run.name, "swept");
+  EXPECT_EQ(c.get<PlacementConfig>().actor, 5);
+  EXPECT_EQ(c.get<RunConfig>().name, "swept");
   EXPECT_EQ(c.deck.where("placement.actor"), "--set placement.actor=5");
   EXPECT_EQ(c.deck.where("placement.critic"), "test.deck:11");
   EXPECT_EQ(c.deck.where("run.seed"), "test.deck:5");
@@ -89,9 +95,9 @@ TEST(Deck, ResolvedDeckParsesBackToTheSameConfig) {
   std::string resolved = c.deck.resolved();
   EXPECT_NE(resolved.find("[placement]\nmode = disjoint\nactor = 5\n"), std::string::npos) << resolved;
   Config again = parse(resolved);
-  EXPECT_EQ(again.placement.actor, 5);
-  EXPECT_EQ(again.run.seed, 7u);
-  EXPECT_DOUBLE_EQ(again.dist.watchdog_timeout, 2.5);
+  EXPECT_EQ(again.get<PlacementConfig>().actor, 5);
+  EXPECT_EQ(again.get<RunConfig>().seed, 7u);
+  EXPECT_DOUBLE_EQ(again.get<DistConfig>().watchdog_timeout, 2.5);
 }
 
 TEST(DeckErrors, UnknownKeyNamesLineSectionAndKnownKeys) {
@@ -186,20 +192,26 @@ TEST(Deck, ShippedDecksParse) {
   closedir(d);
   EXPECT_GE(decks, 2);
   Config c = load_config(Deck::from_file(std::string(src) + "/inputs/selfcheck.deck", {}, deck_schema()));
-  EXPECT_EQ(c.placement.actor + c.placement.critic + c.placement.reference + c.placement.reward, 6);
+  EXPECT_EQ(c.get<PlacementConfig>().actor + c.get<PlacementConfig>().critic + c.get<PlacementConfig>().reference + c.get<PlacementConfig>().reward, 6);
 }
 
 TEST(Deck, RewardsInTheUsersCode) {
   Config c = parse("[model.reward]\nkind = command:python3 inputs/rewards/gsm8k_reward.py --strict   # comment\n"
                    "timeout = 2.5\nretries = 0\n");
-  EXPECT_EQ(c.reward.kind, "command:python3 inputs/rewards/gsm8k_reward.py --strict");
-  EXPECT_EQ(c.reward.call.timeout, 2.5);
-  EXPECT_EQ(c.reward.call.start_timeout, 300);
-  EXPECT_EQ(c.reward.call.retries, 0);
-  EXPECT_EQ(c.reward.call.retry_delay, 1);
-  EXPECT_EQ(parse("[model.reward]\nkind = http://127.0.0.1:5000/get_reward\n").reward.kind,
-            "http://127.0.0.1:5000/get_reward");
-  EXPECT_EQ(parse("", {"model.reward.kind=http:https://rm.example/score"}).reward.kind, "http:https://rm.example/score");
+  const RewardKind& command = c.get<ModelsConfig>().reward.kind;
+  EXPECT_EQ(command.text, "command:python3 inputs/rewards/gsm8k_reward.py --strict");
+  EXPECT_EQ(command.type, RewardKind::Type::command);
+  EXPECT_EQ(command.argument, "python3 inputs/rewards/gsm8k_reward.py --strict");
+  EXPECT_EQ(c.get<RewardCallConfig>().timeout, 2.5);
+  EXPECT_EQ(c.get<RewardCallConfig>().start_timeout, 300);
+  EXPECT_EQ(c.get<RewardCallConfig>().retries, 0);
+  EXPECT_EQ(c.get<RewardCallConfig>().retry_delay, 1);
+  const RewardKind http = parse("[model.reward]\nkind = http://127.0.0.1:5000/get_reward\n").get<ModelsConfig>().reward.kind;
+  EXPECT_EQ(http.type, RewardKind::Type::http);
+  EXPECT_EQ(http.argument, "http://127.0.0.1:5000/get_reward");
+  const RewardKind prefixed = parse("", {"model.reward.kind=http:https://rm.example/score"}).get<ModelsConfig>().reward.kind;
+  EXPECT_EQ(prefixed.text, "http:https://rm.example/score");
+  EXPECT_EQ(prefixed.argument, "https://rm.example/score");
   EXPECT_EQ(error_of("[model.reward]\nkind = command:  \n"),
             "test.deck:2: model.reward.kind is 'command:': command: needs the command line to run after it");
   EXPECT_EQ(error_of("[model.reward]\nkind = ftp://host/x\n"),

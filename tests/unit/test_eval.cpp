@@ -7,8 +7,10 @@
 #include <set>
 #include <sstream>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/rl/eval_config.hpp"
 #include "quartet/rl/eval_metrics.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
 #include "quartet/rl/rewards/rule_rewards.hpp"
@@ -104,8 +106,8 @@ std::string error_of(const std::string& eval_keys) {
 
 TEST(EvalDeck, DefaultsAndTypedKeys) {
   ASSERT_NE(std::getenv("QUARTET_SOURCE_DIR"), nullptr) << "ctest sets QUARTET_SOURCE_DIR";
-  EXPECT_FALSE(parse("").eval.enabled());
-  const EvalConfig e = parse("prompts = " + held_out() + "\nsamples = 8\nk = 8, 2,4,2\nevery = 10\n").eval;
+  EXPECT_FALSE(parse("").get<EvalConfig>().enabled());
+  const EvalConfig e = parse("prompts = " + held_out() + "\nsamples = 8\nk = 8, 2,4,2\nevery = 10\n").get<EvalConfig>();
   EXPECT_TRUE(e.enabled());
   EXPECT_EQ(e.prompt_field, "question");  // the rollout's
   EXPECT_EQ(e.every, 10);

@@ -23,10 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/deck.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/dist/placement.hpp"
+#include "quartet/dist/placement_config.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/checkpoint_summary.hpp"
 #include "quartet/model/model_config.hpp"
@@ -362,7 +364,7 @@ TEST(Fuzz, Decks) {
       const quartet::Config c = quartet::load_config(d);
       for (int world : {1, 4, 8}) {
         try {
-          quartet::make_placement(c.placement, world, d);
+          quartet::make_placement(c.get<quartet::PlacementConfig>(), world, d);
         } catch (const quartet::DeckError&) {
         }
       }

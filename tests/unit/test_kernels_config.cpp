@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/cli.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/kernel_switch.hpp"
+#include "quartet/core/kernels_config.hpp"
 #include "quartet/engine/experience.hpp"
+#include "quartet/engine/profile_config.hpp"
 #include "quartet/model/decode_kernels.hpp"
 #include "quartet/model/packed_linear.hpp"
 #include "quartet/model/rotary_kernel.hpp"
@@ -29,10 +32,10 @@ Deck deck_of(const std::string& text, const std::vector<std::string>& overrides 
   return Deck("test.deck", text, overrides, deck_schema());
 }
 
-// The DeckError message of load_kernels_config, or "" when it accepts the deck.
+// The DeckError message of loading [kernels], or "" when it accepts the deck.
 std::string kernels_error(const std::string& text, bool kernels_built) {
   try {
-    load_kernels_config(deck_of(text), kernels_built);
+    kernels_section(kernels_built).load(deck_of(text));
   } catch (const DeckError& e) {
     return e.what();
   }
@@ -53,25 +56,25 @@ adamw = false
 TEST(KernelsConfig, DefaultsFollowTheBuild) {
   const Config c = load_config(deck_of(""));
   const bool built = device_kernels_built();
-  for (bool on : {c.kernels.decode, c.kernels.decode_fused_qkv, c.kernels.decode_attention, c.kernels.rotary,
-                  c.kernels.swiglu, c.kernels.adamw})
+  for (bool on : {c.get<KernelsConfig>().decode, c.get<KernelsConfig>().decode_fused_qkv, c.get<KernelsConfig>().decode_attention, c.get<KernelsConfig>().rotary,
+                  c.get<KernelsConfig>().swiglu, c.get<KernelsConfig>().adamw})
     EXPECT_EQ(on, built);
-  EXPECT_TRUE(c.kernels.packed_products);
-  EXPECT_TRUE(c.kernels.unmasked_attention);
-  EXPECT_EQ(c.profile.iteration, 0);
-  EXPECT_TRUE(c.profile.host);
+  EXPECT_TRUE(c.get<KernelsConfig>().packed_products);
+  EXPECT_TRUE(c.get<KernelsConfig>().unmasked_attention);
+  EXPECT_EQ(c.get<ProfileConfig>().iteration, 0);
+  EXPECT_TRUE(c.get<ProfileConfig>().host);
 }
 
 TEST(KernelsConfig, GivenValuesAreTyped) {
   const Config c = load_config(deck_of(std::string(kDeviceKeysOff) +
                                        "packed_products = false\nunmasked_attention = false\n"
                                        "[profile]\niteration = 3\nhost = false\n"));
-  EXPECT_FALSE(c.kernels.decode || c.kernels.decode_fused_qkv || c.kernels.decode_attention || c.kernels.rotary ||
-               c.kernels.swiglu || c.kernels.adamw);
-  EXPECT_FALSE(c.kernels.packed_products);
-  EXPECT_FALSE(c.kernels.unmasked_attention);
-  EXPECT_EQ(c.profile.iteration, 3);
-  EXPECT_FALSE(c.profile.host);
+  EXPECT_FALSE(c.get<KernelsConfig>().decode || c.get<KernelsConfig>().decode_fused_qkv || c.get<KernelsConfig>().decode_attention || c.get<KernelsConfig>().rotary ||
+               c.get<KernelsConfig>().swiglu || c.get<KernelsConfig>().adamw);
+  EXPECT_FALSE(c.get<KernelsConfig>().packed_products);
+  EXPECT_FALSE(c.get<KernelsConfig>().unmasked_attention);
+  EXPECT_EQ(c.get<ProfileConfig>().iteration, 3);
+  EXPECT_FALSE(c.get<ProfileConfig>().host);
 }
 
 TEST(KernelsConfig, DeviceKernelRefusedWhereTheBuildHasNone) {
@@ -89,7 +92,7 @@ TEST(KernelsConfig, DeviceKernelRefusedWhereTheBuildHasNone) {
   EXPECT_EQ(kernels_error("", device_kernels_built()), "");
   // An override is named as such.
   try {
-    load_kernels_config(deck_of(kDeviceKeysOff, {"kernels.adamw=true"}), false);
+    kernels_section(false).load(deck_of(kDeviceKeysOff, {"kernels.adamw=true"}));
     ADD_FAILURE() << "kernels.adamw=true accepted without device kernels";
   } catch (const DeckError& e) {
     EXPECT_NE(std::string(e.what()).find("--set kernels.adamw=true"), std::string::npos) << e.what();
@@ -116,9 +119,9 @@ TEST(KernelsConfig, InTheResolvedDeckAndTheHelp) {
   EXPECT_NE(resolved.find("[profile]\niteration = 2\n"), std::string::npos) << resolved;
   // Read back: the two sections as they were recorded.
   const Deck recorded = deck_of(resolved.substr(resolved.find("[kernels]")));
-  EXPECT_FALSE(load_kernels_config(recorded).packed_products);
-  EXPECT_EQ(load_profile_config(recorded).iteration, 2);
-  const std::string help = command_help(CommandSpec{"train", "train"});
+  EXPECT_FALSE(kernels_section().load(recorded).packed_products);
+  EXPECT_EQ(profile_section().load(recorded).iteration, 2);
+  const std::string help = command_help(CommandSpec{"train", "train"}, deck_schema());
   EXPECT_NE(help.find("  [kernels]\n    decode = "), std::string::npos) << help;
   EXPECT_NE(help.find("    unmasked_attention = true"), std::string::npos) << help;
   EXPECT_NE(help.find("  [profile]\n    iteration = 0"), std::string::npos) << help;

@@ -1,6 +1,7 @@
 // Placement from the deck: layouts and every refusal, each naming the deck key and line.
 #include <gtest/gtest.h>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/dist/placement.hpp"
 
 using namespace quartet;
@@ -19,7 +20,7 @@ Laid lay_out(const std::string& placement_section, int world_size) {
   Deck deck("p.deck", "[placement]\n" + placement_section, {}, deck_schema());
   Config c = load_config(deck);
   try {
-    return {make_placement(c.placement, world_size, c.deck), ""};
+    return {make_placement(c.get<PlacementConfig>(), world_size, c.deck), ""};
   } catch (const DeckError& e) {
     return {{}, e.what()};
   }
@@ -102,7 +103,7 @@ TEST(PlacementGpus, TwoRanksOfOneGroupOnOneGpuAreRefused) {
   std::string text = "[placement]\nactor = 2\ncritic = 1\nreward = 1\n";
   Deck deck("p.deck", text, {}, deck_schema());
   Config c = load_config(deck);
-  Placement p = make_placement(c.placement, 4, c.deck);
+  Placement p = make_placement(c.get<PlacementConfig>(), 4, c.deck);
   std::vector<RankDevice> devs = {{7, "h", 0}, {7, "h", 0}, {7, "h", 1}, {7, "h", 1}};
   try {
     check_gpu_sharing(p, devs, c.deck);

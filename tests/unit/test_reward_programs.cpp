@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "quartet/core/subprocess.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_program.hpp"
 #include "quartet/rl/rewards/reward_protocol.hpp"
 #include "quartet/rl/rewards/user_code_rewards.hpp"
@@ -313,15 +314,15 @@ TEST(RewardProgram, SlowStartIsRefusedByStartTimeout) {
 }
 
 TEST(UserCodeRewards, KindsAndUrls) {
-  EXPECT_TRUE(is_user_code_reward("command:python3 x.py"));
-  EXPECT_TRUE(is_user_code_reward("http://127.0.0.1:5000/score"));
-  EXPECT_TRUE(is_user_code_reward("https://rm.example/score"));
-  EXPECT_FALSE(is_user_code_reward("rule:add"));
-  EXPECT_FALSE(is_user_code_reward("model"));
-  EXPECT_EQ(reward_endpoint_url("http://h:1/x"), "http://h:1/x");
-  EXPECT_EQ(reward_endpoint_url("http:http://h:1/x"), "http://h:1/x");
-  EXPECT_EQ(reward_endpoint_url("http:https://h/x"), "https://h/x");
-  EXPECT_TRUE(contains(error_of([] { make_user_code_reward("http:ftp://h/x", RewardCallConfig{}); }),
+  EXPECT_TRUE(parse_reward_kind("command:python3 x.py").is_user_code());
+  EXPECT_TRUE(parse_reward_kind("http://127.0.0.1:5000/score").is_user_code());
+  EXPECT_TRUE(parse_reward_kind("https://rm.example/score").is_user_code());
+  EXPECT_FALSE(parse_reward_kind("rule:add").is_user_code());
+  EXPECT_FALSE(parse_reward_kind("model").is_user_code());
+  EXPECT_EQ(parse_reward_kind("http://h:1/x").argument, "http://h:1/x");
+  EXPECT_EQ(parse_reward_kind("http:http://h:1/x").argument, "http://h:1/x");
+  EXPECT_EQ(parse_reward_kind("http:https://h/x").argument, "https://h/x");
+  EXPECT_TRUE(contains(error_of([] { make_user_code_reward(parse_reward_kind("http:ftp://h/x"), RewardCallConfig{}); }),
                        "'ftp://h/x' is not an http:// or https:// URL"));
 }
 

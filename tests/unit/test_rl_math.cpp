@@ -10,11 +10,14 @@
 #include <limits>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/engine/lr_schedule.hpp"
 #include "quartet/engine/running_moments.hpp"
 #include "quartet/rl/advantages.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 #include "quartet/rl/losses.hpp"
+#include "quartet/shard/train_config.hpp"
 #include "hand_tensors.hpp"
 #include "test_main.hpp"
 
@@ -66,7 +69,7 @@ TEST(KlEstimate, NamesAndShapeErrors) {
   auto with = [](const std::string& value) {
     return load_config(Deck("t.deck", "[algorithm]\nkl_estimator = " + value + "\n", {}, deck_schema()));
   };
-  EXPECT_EQ(with("k2").algorithm.kl_estimator, KlEstimator::k2);
+  EXPECT_EQ(with("k2").get<AlgorithmConfig>().kl_estimator, KlEstimator::k2);
   EXPECT_STREQ(name_of(KlEstimator::k3), "k3");
   const std::string refused = test::error_of([&] { with("k4"); });
   EXPECT_NE(refused.find("t.deck:2: algorithm.kl_estimator is 'k4'; expected one of: auto | k1 | k2 | k3"), std::string::npos)

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "quartet/commands/deck_sections.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/rl/advantages.hpp"
 #include "quartet/rl/algorithm.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 #include "quartet/rl/dynamic_sampling.hpp"
 #include "quartet/rl/losses.hpp"
 #include "quartet/rl/overlong.hpp"
@@ -325,30 +327,30 @@ TEST(RecipeDeck, KeysResolveAndRefuseByName) {
   // Defaults: today's PPO loss (symmetric clip_eps, no dual clip, token-mean), k1 in the reward
   // and k3 as GRPO's loss term.
   Config c = deck("[algorithm]\nclip_eps = 0.3\n");
-  EXPECT_DOUBLE_EQ(c.algorithm.clip_low, 0.3);
-  EXPECT_DOUBLE_EQ(c.algorithm.clip_high, 0.3);
-  EXPECT_EQ(c.algorithm.clip_ratio_c, 0.0);
-  EXPECT_EQ(c.algorithm.loss_agg_mode, LossAgg::token_mean);
-  EXPECT_EQ(c.algorithm.policy_loss, PolicyLossKind::ppo);
-  EXPECT_EQ(c.algorithm.kl_estimator, KlEstimator::k1);
-  EXPECT_EQ(c.algorithm.kl_loss_estimator, KlEstimator::k3);
-  EXPECT_TRUE(c.algorithm.norm_adv_by_std);
+  EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().clip_low, 0.3);
+  EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().clip_high, 0.3);
+  EXPECT_EQ(c.get<AlgorithmConfig>().clip_ratio_c, 0.0);
+  EXPECT_EQ(c.get<AlgorithmConfig>().loss_agg_mode, LossAgg::token_mean);
+  EXPECT_EQ(c.get<AlgorithmConfig>().policy_loss, PolicyLossKind::ppo);
+  EXPECT_EQ(c.get<AlgorithmConfig>().kl_estimator, KlEstimator::k1);
+  EXPECT_EQ(c.get<AlgorithmConfig>().kl_loss_estimator, KlEstimator::k3);
+  EXPECT_TRUE(c.get<AlgorithmConfig>().norm_adv_by_std);
   // A DAPO-style deck.
   c = deck("[algorithm]\nname = grpo\nsamples_per_prompt = 4\nclip_high = 0.28\nloss_agg_mode = seq-mean-token-sum-norm\n"
            "policy_loss = gspo\nclip_ratio_c = 3\nkl_estimator = k2\ndynamic_sampling = true\n"
            "overlong_buffer = 4\noverlong_penalty_factor = 0.5\noverlong_filter = true\n");
-  EXPECT_DOUBLE_EQ(c.algorithm.clip_low, 0.2);
-  EXPECT_DOUBLE_EQ(c.algorithm.clip_high, 0.28);
-  EXPECT_DOUBLE_EQ(c.algorithm.clip_ratio_c, 3.0);
-  EXPECT_EQ(c.algorithm.loss_agg_mode, LossAgg::seq_mean_token_sum_norm);
-  EXPECT_STREQ(name_of(c.algorithm.loss_agg_mode), "seq-mean-token-sum-norm");
-  EXPECT_EQ(c.algorithm.policy_loss, PolicyLossKind::gspo);
-  EXPECT_EQ(c.algorithm.kl_estimator, KlEstimator::k2);
-  EXPECT_EQ(c.algorithm.kl_loss_estimator, KlEstimator::k2);
-  EXPECT_TRUE(c.algorithm.dynamic_sampling);
-  EXPECT_EQ(c.algorithm.overlong_buffer, 4);
-  EXPECT_TRUE(c.algorithm.overlong_filter);
-  EXPECT_STREQ(name_of(deck("[algorithm]\nname = reinforce++-baseline\nsamples_per_prompt = 2\n").algorithm.algorithm),
+  EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().clip_low, 0.2);
+  EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().clip_high, 0.28);
+  EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().clip_ratio_c, 3.0);
+  EXPECT_EQ(c.get<AlgorithmConfig>().loss_agg_mode, LossAgg::seq_mean_token_sum_norm);
+  EXPECT_STREQ(name_of(c.get<AlgorithmConfig>().loss_agg_mode), "seq-mean-token-sum-norm");
+  EXPECT_EQ(c.get<AlgorithmConfig>().policy_loss, PolicyLossKind::gspo);
+  EXPECT_EQ(c.get<AlgorithmConfig>().kl_estimator, KlEstimator::k2);
+  EXPECT_EQ(c.get<AlgorithmConfig>().kl_loss_estimator, KlEstimator::k2);
+  EXPECT_TRUE(c.get<AlgorithmConfig>().dynamic_sampling);
+  EXPECT_EQ(c.get<AlgorithmConfig>().overlong_buffer, 4);
+  EXPECT_TRUE(c.get<AlgorithmConfig>().overlong_filter);
+  EXPECT_STREQ(name_of(deck("[algorithm]\nname = reinforce++-baseline\nsamples_per_prompt = 2\n").get<AlgorithmConfig>().algorithm),
                "reinforce++-baseline");
   const std::pair<std::string, std::string> refusals[] = {
       {"clip_ratio_c = 0.5", "t.deck:2: algorithm.clip_ratio_c must be 0 (off) or > 1"},

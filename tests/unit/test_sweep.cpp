@@ -10,9 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "quartet/commands/deck_sections.hpp"
+#include "quartet/commands/sweep_command.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/files.hpp"
-#include "quartet/commands/sweep_command.hpp"
+#include "quartet/core/run_config.hpp"
+#include "quartet/model/models_config.hpp"
+#include "quartet/model/rollout_config.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 using namespace quartet;
 
@@ -106,13 +111,13 @@ TEST_F(Sweep, OneDeckPerCombinationFirstKeySlowest) {
   // Run 5 = seed 2 (runs 4-6), lr 2e-3; every deck loads as train would load it.
   for (int i = 1; i <= 6; ++i) {
     const Config c = load_config(Deck::from_file(list[i - 1], {}, deck_schema()));
-    EXPECT_EQ(c.run.seed, i <= 3 ? 1u : 2u) << i;
-    EXPECT_DOUBLE_EQ(c.actor.lr, (i - 1) % 3 == 0 ? 1e-3 : (i - 1) % 3 == 1 ? 2e-3 : 3e-3) << i;
-    EXPECT_DOUBLE_EQ(c.algorithm.kl_coef, 0.02) << i;   // a new [algorithm] section
-    EXPECT_DOUBLE_EQ(c.critic.lr, 2e-3) << i;           // untouched base value
-    EXPECT_EQ(c.run.iterations, 3) << i;
-    EXPECT_EQ(c.run.out, out + "/run_" + std::to_string(i)) << i;  // a directory per run
-    EXPECT_EQ(c.run.name, "base_" + std::to_string(i)) << i;
+    EXPECT_EQ(c.get<RunConfig>().seed, i <= 3 ? 1u : 2u) << i;
+    EXPECT_DOUBLE_EQ(c.get<ModelsConfig>().actor.lr, (i - 1) % 3 == 0 ? 1e-3 : (i - 1) % 3 == 1 ? 2e-3 : 3e-3) << i;
+    EXPECT_DOUBLE_EQ(c.get<AlgorithmConfig>().kl_coef, 0.02) << i;   // a new [algorithm] section
+    EXPECT_DOUBLE_EQ(c.get<ModelsConfig>().critic.lr, 2e-3) << i;           // untouched base value
+    EXPECT_EQ(c.get<RunConfig>().iterations, 3) << i;
+    EXPECT_EQ(c.get<RunConfig>().out, out + "/run_" + std::to_string(i)) << i;  // a directory per run
+    EXPECT_EQ(c.get<RunConfig>().name, "base_" + std::to_string(i)) << i;
   }
   // The text is the base deck's, edited: its comments stay, the header names the combination.
   const std::string text = read(list[4]);
@@ -131,17 +136,17 @@ TEST_F(Sweep, RunNumbersArePaddedToTheCount) {
   EXPECT_TRUE(is_regular_file(out + "/decks/run_12.deck"));
   EXPECT_FALSE(is_regular_file(out + "/decks/run_1.deck"));
   const Config c = load_config(Deck::from_file(out + "/decks/run_12.deck", {}, deck_schema()));
-  EXPECT_EQ(c.run.out, out + "/run_12");
-  EXPECT_EQ(c.actor.hidden, 32);
-  EXPECT_EQ(c.run.seed, 6u);
+  EXPECT_EQ(c.get<RunConfig>().out, out + "/run_12");
+  EXPECT_EQ(c.get<ModelsConfig>().actor.hidden, 32);
+  EXPECT_EQ(c.get<RunConfig>().seed, 6u);
 }
 
 TEST_F(Sweep, QuotedValuesKeepTheirCommas) {
   const std::string out = dir_ + "/out";
   sweep("rollout.stop = \"a, b\", c\n", out);
-  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_1.deck", {}, deck_schema())).rollout.stop,
+  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_1.deck", {}, deck_schema())).get<RolloutConfig>().stop,
             (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).rollout.stop,
+  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).get<RolloutConfig>().stop,
             (std::vector<std::string>{"c"}));
 }
 
@@ -150,9 +155,9 @@ TEST_F(Sweep, SweptRunOutAndNameAreKept) {
   sweep("run.out = " + dir_ + "/a, " + dir_ + "/b\nrun.name = x\n", out);
   EXPECT_EQ(read(out + "/decks.list"), out + "/decks/run_1.deck\n" + out + "/decks/run_2.deck\n");
   const Config c = load_config(Deck::from_file(out + "/decks/run_1.deck", {}, deck_schema()));
-  EXPECT_EQ(c.run.out, dir_ + "/a");
-  EXPECT_EQ(c.run.name, "x");  // not base_1: the sweep set it
-  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).run.out, dir_ + "/b");
+  EXPECT_EQ(c.get<RunConfig>().out, dir_ + "/a");
+  EXPECT_EQ(c.get<RunConfig>().name, "x");  // not base_1: the sweep set it
+  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).get<RunConfig>().out, dir_ + "/b");
 }
 
 TEST_F(Sweep, OutComesFromTheFileOrTheDefault) {
@@ -174,7 +179,7 @@ TEST_F(Sweep, ABaseDeckMayBeCompletedByTheSweptKeys) {
   write(dir_ + "/grpo.deck", std::string(kBase) + "[algorithm]\nname = grpo\n");
   const std::string out = dir_ + "/out";
   sweep("algorithm.samples_per_prompt = 2, 4\n", out, "deck = " + dir_ + "/grpo.deck\n");
-  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).algorithm.samples_per_prompt, 4);
+  EXPECT_EQ(load_config(Deck::from_file(out + "/decks/run_2.deck", {}, deck_schema())).get<AlgorithmConfig>().samples_per_prompt, 4);
   // A value that leaves it incomplete is refused, naming the combination and its lines.
   std::string message;
   try {

@@ -3,6 +3,8 @@
 // commands that run a job (`--set section.key=value` overrides its keys) and a path for the
 // tools (`quartet tokenize MODEL_DIR`). --help at the top level and for each command.
 // The dispatcher (src/main.cpp) owns the command table.
+#include <boost/program_options/options_description.hpp>
+
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -48,7 +50,8 @@ CommandLine parse_command_line(int argc, const char* const* argv,
                                const std::vector<CommandSpec>& commands);
 
 std::string top_level_help(const std::vector<CommandSpec>& commands);
-// The command's usage and options; for deck commands also every deck key with its default.
-std::string command_help(const CommandSpec& command);
+// The command's usage and options; for deck commands also every deck key (`deck_keys`, the
+// deck's schema) with its default.
+std::string command_help(const CommandSpec& command, const boost::program_options::options_description& deck_keys);
 
 }  // namespace quartet

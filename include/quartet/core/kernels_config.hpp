@@ -1,16 +1,10 @@
 #pragma once
-// The deck's [kernels] and [profile] sections: which of quartet's own device kernels and fused
-// paths a run takes instead of ATen's operations, and which iteration `quartet train` profiles.
-// Recorded in run.h5 with the rest of the resolved deck, so that two runs of one recorded deck
-// compute alike. start_runtime installs [kernels] (core/kernel_switch.hpp); the trainer reads
-// [profile] from its Config.
-namespace boost::program_options {
-class options_description;
-}
+// The deck's [kernels] section: which of quartet's own device kernels and fused paths a run takes
+// instead of ATen's operations. Recorded in run.h5 with the rest of the resolved deck, so that two
+// runs of one recorded deck compute alike. start_runtime installs it (core/kernel_switch.hpp).
+#include "quartet/core/settings.hpp"
 
 namespace quartet {
-
-class Deck;
 
 // Whether this build has quartet's device kernels (CMake found a CUDA compiler): the default of
 // every [kernels] key that needs them; one set to true in a build without them is refused.
@@ -30,17 +24,9 @@ struct KernelsConfig {  // [kernels]
   bool unmasked_attention = true;  // no attention mask where a batch's padding allows (engine/experience.hpp)
 };
 
-struct ProfileConfig {  // [profile]
-  int iteration = 0;  // `quartet train` profiles this iteration's phases (1-based; 0 = none)
-  bool host = true;   // false: device activity only (recording host operators slows the host)
-};
-
-// The two sections' keys, for deck_schema().
-boost::program_options::options_description kernels_schema();
-
-// Typed and checked; a DeckError names the key and its line. kernels_built: whether the build
-// has device kernels (a parameter so that both verdicts can be tested in one build).
-KernelsConfig load_kernels_config(const Deck& deck, bool kernels_built = device_kernels_built());
-ProfileConfig load_profile_config(const Deck& deck);
+// The section's rows. kernels_built: whether the build has device kernels (a parameter so that
+// both verdicts can be tested in one build): a kernel key set to true without them is refused.
+const Section<KernelsConfig>& kernels_section();
+Section<KernelsConfig> kernels_section(bool kernels_built);
 
 }  // namespace quartet

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "quartet/core/config.hpp"
+#include "quartet/dist/dist_config.hpp"
 
 namespace quartet {
 

@@ -11,6 +11,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/dist/world.hpp"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
+#include "quartet/dist/placement_config.hpp"
 
 namespace quartet {
 

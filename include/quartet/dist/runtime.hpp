@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/groups.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/dist/watchdog.hpp"
@@ -27,7 +28,8 @@ struct Runtime {
 
 // Collective over the world. Returns nullptr when any rank refused the deck or the layout
 // (the reason is already printed); every rank then returns the same.
+// `sections`: the sections the deck may hold (commands/deck_sections.hpp).
 std::unique_ptr<Runtime> start_runtime(const World& world, const std::string& deck_path,
-                                       const std::vector<std::string>& overrides);
+                                       const std::vector<std::string>& overrides, const DeckSections& sections);
 
 }  // namespace quartet

@@ -18,6 +18,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/shard/sharded_model.hpp"
 
 namespace quartet {

@@ -5,6 +5,7 @@
 // Decay: progress p = (step - warmup) / (total - 1 - warmup) from lr (p = 0) to lr * min_ratio
 // (p = 1, step total - 1). step must be in [0, total); schedule constant | linear | cosine.
 #include "quartet/core/config.hpp"
+#include "quartet/shard/train_config.hpp"
 
 namespace quartet {
 

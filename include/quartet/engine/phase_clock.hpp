@@ -9,6 +9,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/core/profile.hpp"
+#include "quartet/engine/profile_config.hpp"
 
 namespace quartet {
 

@@ -43,6 +43,7 @@ struct TrainerState {
 struct CheckpointStage {
   std::string name = "train";
   std::vector<Role> trained = {Role::actor, Role::critic};
+  std::string algorithm;  // the manifest's info.algorithm: train's algorithm ("" = the stage's name)
 };
 
 // Collective over the world: a new run's id (random, from rank 0).

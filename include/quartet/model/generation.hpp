@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "quartet/core/config.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/model/transformer.hpp"
 
 namespace quartet {

@@ -17,6 +17,7 @@
 #include "quartet/core/config.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/model/model_config.hpp"
+#include "quartet/model/models_config.hpp"
 #include "quartet/model/tokenizer/tokenizer.hpp"
 #include "quartet/model/transformer.hpp"
 

@@ -21,6 +21,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 

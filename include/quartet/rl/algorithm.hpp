@@ -11,6 +11,7 @@
 #include "quartet/core/config.hpp"
 #include "quartet/dist/collectives.hpp"
 #include "quartet/rl/advantages.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 

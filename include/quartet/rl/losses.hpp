@@ -7,6 +7,7 @@
 
 #include "quartet/core/config.hpp"
 #include "quartet/engine/token_logprobs.hpp"
+#include "quartet/rl/algorithm_config.hpp"
 
 namespace quartet {
 

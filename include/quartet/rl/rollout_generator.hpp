@@ -11,6 +11,7 @@
 #include "quartet/engine/prompt_sampler.hpp"
 #include "quartet/engine/role_models.hpp"
 #include "quartet/model/generation.hpp"
+#include "quartet/model/rollout_config.hpp"
 #include "quartet/model/tokenizer/tokenizer.hpp"
 #include "quartet/rl/iteration.hpp"
 #include "quartet/rl/prompt_dataset.hpp"

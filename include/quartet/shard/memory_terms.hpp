@@ -9,6 +9,7 @@
 #include "quartet/core/config.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/model/model_spec.hpp"
+#include "quartet/model/models_config.hpp"
 #include "quartet/shard/memory_plan.hpp"
 
 namespace quartet::memory {

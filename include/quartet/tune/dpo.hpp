@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "quartet/dist/runtime.hpp"
+#include "quartet/tune/dpo_config.hpp"
 
 namespace quartet {
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "quartet/dist/runtime.hpp"
+#include "quartet/tune/rm_config.hpp"
 
 namespace quartet {
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "quartet/dist/runtime.hpp"
+#include "quartet/tune/sft_config.hpp"
 
 namespace quartet {
 

@@ -5,6 +5,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/http_client.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_protocol.hpp"
 
 namespace quartet {

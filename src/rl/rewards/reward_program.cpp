@@ -4,6 +4,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/subprocess.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_protocol.hpp"
 
 namespace quartet {

@@ -6,11 +6,13 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
+#include "quartet/engine/sampling_setup.hpp"
 #include "quartet/io/prompt_identity.hpp"
 #include "quartet/model/generation.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer/same_token_ids.hpp"
 #include "quartet/model/tokenizer/utf8.hpp"
+#include "quartet/rl/eval_config.hpp"
 #include "quartet/rl/prompt_dataset.hpp"
 
 namespace quartet {
@@ -109,15 +111,15 @@ RewardReading reward_reading(const Config& config, const Tokenizer& actor_tokeni
   const TokenizerIdentity id = model_dir_identity(spec.dir);
   out.tokenizer = own;
   out.chat = id.chat_template.has_value();
-  check_prompts_for_reward(config, "rollout.prompts", config.rollout.prompts, spec, id, &out.completion_transform);
-  if (!config.eval.prompts.empty())
-    check_prompts_for_reward(config, "eval.prompts", config.eval.prompts, spec, id, &out.completion_transform);
+  check_prompts_for_reward(config, "rollout.prompts", config.get<RolloutConfig>().prompts, spec, id, &out.completion_transform);
+  if (!config.get<EvalConfig>().prompts.empty())
+    check_prompts_for_reward(config, "eval.prompts", config.get<EvalConfig>().prompts, spec, id, &out.completion_transform);
   out.note = retokenizing_note(out, id, mismatch);
   return out;
 }
 
 int64_t RewardReading::pad_id() const {
-  return tokenizer ? tokenizer->pad_id.value_or(tokenizer->eos_id.value_or(0)) : 0;
+  return tokenizer ? pad_id_of(*tokenizer) : 0;
 }
 
 RewardRetokenizer::RewardRetokenizer(const Config& config, const RewardReading& reading)

@@ -8,6 +8,7 @@
 #include "quartet/rl/rewards/format_reward.hpp"
 #include "quartet/rl/rewards/match_answer.hpp"
 #include "quartet/rl/rewards/math_answer.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_samples.hpp"
 #include "quartet/rl/rewards/rule_rewards.hpp"
 #include "quartet/rl/rewards/user_code_rewards.hpp"
@@ -32,87 +33,41 @@ class RuleRewardFunction : public RewardFunction {
   std::unique_ptr<RuleReward> rule_;
 };
 
-// The factory's rows: a kind's name (before any ':'), what it makes.
-struct Kind {
-  const char* name;
-  std::unique_ptr<RewardFunction> (*make)(const std::string& argument, const Config& config);
-};
-const Kind kKinds[] = {
-    {"rule", [](const std::string& task, const Config&) -> std::unique_ptr<RewardFunction> {
-       return std::make_unique<RuleRewardFunction>(make_rule_reward(task));
-     }},
-    {"math", [](const std::string&, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return std::make_unique<MathAnswerReward>(c.rewards);
-     }},
-    {"match", [](const std::string&, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return std::make_unique<ExactMatchReward>(c.rewards);
-     }},
-    {"regex", [](const std::string&, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return std::make_unique<RegexMatchReward>(c.rewards);
-     }},
-    {"format", [](const std::string&, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return std::make_unique<FormatReward>(c.rewards);
-     }},
-    {"command", [](const std::string& command, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return make_user_code_reward("command:" + command, c.reward.call);
-     }},
-    {"http", [](const std::string& url, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return make_user_code_reward("http:" + url, c.reward.call);
-     }},
-    {"https", [](const std::string& url, const Config& c) -> std::unique_ptr<RewardFunction> {
-       return make_user_code_reward("https:" + url, c.reward.call);
-     }},
-};
-
-// The kinds whose name takes an argument after ':'.
-bool takes_argument(const std::string& head) {
-  return head == "rule" || head == "command" || head == "http" || head == "https";
-}
-
-std::string kind_list() {
-  std::string list = "model";
-  for (const Kind& k : kKinds) {
-    const std::string name = k.name;
-    list += ", " + name + (name == "rule" ? ":<task>" : name == "command" ? ":<command line>" : takes_argument(name) ? "://..." : "");
+// The factory: what each kind of text reward makes.
+std::unique_ptr<RewardFunction> make(const RewardKind& kind, const Config& c) {
+  using Type = RewardKind::Type;
+  switch (kind.type) {
+    case Type::rule: return std::make_unique<RuleRewardFunction>(make_rule_reward(kind.argument));
+    case Type::math: return std::make_unique<MathAnswerReward>(c.get<RewardConfig>());
+    case Type::match: return std::make_unique<ExactMatchReward>(c.get<RewardConfig>());
+    case Type::regex: return std::make_unique<RegexMatchReward>(c.get<RewardConfig>());
+    case Type::format: return std::make_unique<FormatReward>(c.get<RewardConfig>());
+    case Type::command:
+    case Type::http: return make_user_code_reward(kind, c.get<RewardCallConfig>());
+    case Type::model: break;
   }
-  return list;
+  QUARTET_CHECK(false, "reward kind '" + kind.text + "' is the reward model, not a text reward");
 }
 
 }  // namespace
 
-std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, const Config& config,
+std::unique_ptr<RewardFunction> make_reward_function(const RewardKind& kind, const Config& config,
                                                      const std::string& key) {
-  const size_t colon = kind.find(':');
-  const std::string head = kind.substr(0, colon), argument = colon == std::string::npos ? "" : kind.substr(colon + 1);
-  for (const Kind& k : kKinds) {
-    if (head != k.name) continue;
-    const bool argument_given = colon != std::string::npos && colon + 1 < kind.size();
-    if (takes_argument(head) != argument_given)
-      config.deck.fail(key, "names '" + kind + "': " + (takes_argument(head) ? head + " needs what follows its ':' (" + kind_list() + ")"
-                                                                           : head + " takes no ':' argument"));
-    try {
-      return k.make(argument, config);
-    } catch (const DeckError&) {
-      throw;
-    } catch (const Error& e) {
-      config.deck.fail(key, "names '" + kind + "', which cannot be made: " + e.what());
-    }
+  try {
+    return make(kind, config);
+  } catch (const DeckError&) {
+    throw;
+  } catch (const Error& e) {
+    config.deck.fail(key, "names '" + kind.text + "', which cannot be made: " + e.what());
   }
-  config.deck.fail(key, "names '" + kind + "', which is not a reward kind (known: " + kind_list() + ")");
 }
 
 // A term of `kind`: the reward model's score ("model"), a built-in text reward made now, or the
-// user's code, its spelling checked now and started by start_user_code.
-RewardTerms::Term RewardTerms::make_term(const std::string& kind, double weight, const Config& config,
+// user's code, started by start_user_code.
+RewardTerms::Term RewardTerms::make_term(const RewardKind& kind, double weight, const Config& config,
                                         const std::string& key) {
-  Term term{kind, weight, kind, nullptr};
-  if (kind == "model") return term;
-  if (is_user_code_reward(kind)) {
-    term.name = kind.rfind("command:", 0) == 0 ? "command" : "http";
-    const size_t colon = kind.find(':');
-    if (colon + 1 >= kind.size()) config.deck.fail(key, "names '" + kind + "' with nothing after its ':'");
-    return term;
-  }
+  Term term{kind.type_name(), weight, kind, nullptr};
+  if (kind.is_model() || kind.is_user_code()) return term;
   term.function = make_reward_function(kind, config, key);
   term.name = term.function->name();
   return term;
@@ -120,20 +75,21 @@ RewardTerms::Term RewardTerms::make_term(const std::string& kind, double weight,
 
 void RewardTerms::start_user_code(const RewardCallConfig& call) {
   for (Term& term : terms_)
-    if (is_user_code_reward(term.kind)) term.function = make_user_code_reward(term.kind, call);
+    if (term.kind.is_user_code()) term.function = make_user_code_reward(term.kind, call);
 }
 
-RewardTerms::RewardTerms(const Config& config, const std::string& kind, const std::string& key)
-    : prompt_field_(config.rollout.prompt_field) {
-  if (kind == "model") config.deck.fail(key, "names the reward model, which is not a text reward");
+RewardTerms::RewardTerms(const Config& config, const RewardKind& kind, const std::string& key)
+    : prompt_field_(config.get<RolloutConfig>().prompt_field) {
+  if (kind.is_model()) config.deck.fail(key, "names the reward model, which is not a text reward");
   terms_.push_back(make_term(kind, 1.0, config, key));
 }
 
-RewardTerms::RewardTerms(const Config& config) : prompt_field_(config.rollout.prompt_field) {
-  const RewardConfig& rc = config.rewards;
+RewardTerms::RewardTerms(const Config& config) : prompt_field_(config.get<RolloutConfig>().prompt_field) {
+  const RewardConfig& rc = config.get<RewardConfig>();
   if (rc.terms.empty()) {
     // model.reward.kind alone: the reward model's score stands as it comes.
-    if (config.reward.kind != "model") terms_.push_back(make_term(config.reward.kind, 1.0, config, "model.reward.kind"));
+    const RewardKind& kind = config.get<ModelsConfig>().reward.kind;
+    if (!kind.is_model()) terms_.push_back(make_term(kind, 1.0, config, "model.reward.kind"));
     return;
   }
   for (size_t t = 0; t < rc.terms.size(); ++t) {
@@ -157,7 +113,7 @@ RewardTerms::Totals RewardTerms::totals(const std::vector<RewardSample>& samples
   const int64_t rows = static_cast<int64_t>(samples.size());
   std::vector<std::vector<double>> columns;
   for (Term& term : terms_) {
-    if (term.kind == "model") {
+    if (term.kind.is_model()) {
       QUARTET_CHECK(model_scores.defined() && model_scores.numel() == rows,
                     "reward term model: the reward model scored " +
                         std::to_string(model_scores.defined() ? model_scores.numel() : 0) + " of " +

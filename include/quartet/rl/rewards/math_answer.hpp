@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "quartet/core/reward_config.hpp"
+#include "quartet/rl/rewards/reward_config.hpp"
 #include "quartet/rl/rewards/reward_function.hpp"
 
 namespace quartet {

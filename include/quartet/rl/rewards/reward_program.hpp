@@ -16,6 +16,7 @@
 #include <string>
 
 #include "quartet/core/config.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_function.hpp"
 
 namespace quartet {

@@ -12,16 +12,18 @@
 #include <torch/types.h>
 
 #include "quartet/core/config.hpp"
+#include "quartet/core/reward_kind.hpp"
 #include "quartet/rl/iteration.hpp"
+#include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_function.hpp"
 
 namespace quartet {
 
-// The text reward of one kind, as the deck names it: rule:<task>, math, match, regex, format,
-// command:<command line>, http://... One row per kind here; an unknown kind, or a setting of its
-// kind that cannot work (a pattern that does not compile), is a DeckError naming `key`. A
-// user-code kind starts its program or reaches its endpoint (a quartet::Error when it cannot).
-std::unique_ptr<RewardFunction> make_reward_function(const std::string& kind, const Config& config,
+// The text reward of one kind (core/reward_kind.hpp, parsed when the deck was read): rule:<task>,
+// math, match, regex, format, command:<command line>, http://... A setting of its kind that
+// cannot work (a task no rule has, a pattern that does not compile) is a DeckError naming `key`.
+// A user-code kind starts its program or reaches its endpoint (a quartet::Error when it cannot).
+std::unique_ptr<RewardFunction> make_reward_function(const RewardKind& kind, const Config& config,
                                                      const std::string& key);
 
 class RewardTerms {
@@ -30,7 +32,7 @@ class RewardTerms {
   // before any model: a bad term stops the run there).
   explicit RewardTerms(const Config& config);
   // One text reward of `kind` alone (eval.reward), named in errors by `key`.
-  RewardTerms(const Config& config, const std::string& kind, const std::string& key);
+  RewardTerms(const Config& config, const RewardKind& kind, const std::string& key);
 
   // Actor ranks, once the deck is known to run: starts each command: term's program and reaches
   // each http: term's endpoint (a quartet::Error naming it when it does not answer).
@@ -56,10 +58,10 @@ class RewardTerms {
   struct Term {
     std::string name;
     double weight = 1;
-    std::string kind;                          // as the deck names it
+    RewardKind kind;
     std::unique_ptr<RewardFunction> function;  // null: the reward model's score (or user code not started yet)
   };
-  static Term make_term(const std::string& kind, double weight, const Config& config, const std::string& key);
+  static Term make_term(const RewardKind& kind, double weight, const Config& config, const std::string& key);
   std::vector<Term> terms_;
   std::vector<std::string> logged_;
   std::string prompt_field_;

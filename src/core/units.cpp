@@ -1,9 +1,31 @@
-#include "quartet/core/duration.hpp"
+#include "quartet/core/units.hpp"
 
 #include <cstdio>
 #include <stdexcept>
 
 namespace quartet {
+
+std::uint64_t parse_bytes(const std::string& text) {
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ') t += ch;
+  if (t == "auto") return 0;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = t.substr(used);
+  struct { const char* name; double factor; } units[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& u : units)
+    if (used > 0 && unit == u.name && value > 0) return static_cast<std::uint64_t>(value * u.factor);
+  throw std::invalid_argument("'" + text + "' is not a size: write auto, or a positive number with an "
+                              "optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 80GiB");
+}
 
 double parse_duration(const std::string& text) {
   std::string t;

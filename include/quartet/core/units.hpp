@@ -1,8 +1,12 @@
 #pragma once
-// Durations as the deck writes them and as the log prints them.
+// Durations and sizes as the deck writes them, and durations as the log prints them.
+#include <cstdint>
 #include <string>
 
 namespace quartet {
+
+// "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
+std::uint64_t parse_bytes(const std::string& text);
 
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.
 double parse_duration(const std::string& text);

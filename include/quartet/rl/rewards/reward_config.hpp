@@ -9,19 +9,15 @@
 #include <string>
 #include <vector>
 
-namespace boost::program_options {
-class options_description;
-}
+#include "quartet/core/reward_kind.hpp"
+#include "quartet/core/settings.hpp"
 
 namespace quartet {
 
-class Deck;
-struct Config;
-
 struct RewardConfig {  // [reward]
-  // Term kinds in the deck's order: model (the reward model's score), rule:<task>, math, match,
-  // regex, format, command:<command line>, http://... Empty: model.reward.kind alone (no per-term metrics).
-  std::vector<std::string> terms;
+  // The terms in the deck's order, each a reward kind (core/reward_kind.hpp). Empty:
+  // model.reward.kind alone (no per-term metrics).
+  std::vector<RewardKind> terms;
   std::vector<double> weights;  // one per term; all 1 when the deck gives none
   // math, match, regex: the completion's answer is the text between the last format_open and
   // the format_close after it (none: the answer is wrong) instead of the whole completion.
@@ -38,12 +34,7 @@ struct RewardConfig {  // [reward]
   std::string format_regex;  // format: "" = the tags; else the whole completion must match this
 };
 
-// The section's keys, for deck_schema().
-boost::program_options::options_description reward_schema();
-
-// Typed and checked (lists, counts, duplicates, ranges); the term kinds themselves are checked
-// by rl/rewards/reward_terms.hpp's factory. A DeckError names the key and its line.
-RewardConfig load_reward_config(const Deck& deck);
+const Section<RewardConfig>& reward_section();
 
 // Whether the run has a reward model to score with: model.reward.kind = model without
 // reward.terms, or a model term among reward.terms.
