@@ -487,7 +487,9 @@ void Trainer::record(const Iteration& it, IterationMetrics& metrics, const std::
   metrics.iteration_seconds = clock_.iteration_seconds();
   metrics.reduce(rt_.world.comm());
   const double eta = seconds_per_iteration * (cfg_.get<RunConfig>().iterations - it.index - 1);
-  printf0("%s\n", metrics.log_line(it.index + 1, cfg_.get<RunConfig>().iterations, spec_, eta).c_str());
+  const int done = it.index + 1, iterations = cfg_.get<RunConfig>().iterations;
+  if (done % cfg_.get<OutputConfig>().log_every == 0 || done == iterations)
+    printf0("%s\n", metrics.log_line(done, iterations, spec_, eta).c_str());
   for (const EvalMetrics& e : evals)
     if (e.iteration > 0) printf0("%s\n", e.log_line(cfg_.get<RunConfig>().iterations).c_str());
   record_iteration(run_file_.get(), rt_.world, it, metrics, clock_, spec_, cfg_.get<OutputConfig>().rollouts_every, evals);
