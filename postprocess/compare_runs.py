@@ -18,11 +18,7 @@ import argparse
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; there is no display on compute nodes
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quartet_run  # noqa: E402
@@ -59,7 +55,7 @@ def plot_rewards(run_a, run_b, path, metric="reward_mean"):
     runs = [r for r in (run_a, run_b) if r.has_metric(metric)]
     if not runs:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = quartet_run.pyplot().subplots(figsize=(7, 4))
     for color, label, run in (("C0", f"A: {run_a.name}", run_a), ("C1", f"B: {run_b.name}", run_b)):
         if not run.has_metric(metric):
             continue
@@ -77,7 +73,7 @@ def plot_rewards(run_a, run_b, path, metric="reward_mean"):
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
+    quartet_run.pyplot().close(fig)
     return True
 
 

@@ -19,11 +19,7 @@ import argparse
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; there is no display on compute nodes
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quartet_run  # noqa: E402
@@ -33,7 +29,7 @@ def _save(fig, out_dir, name, written):
     path = os.path.join(out_dir, name)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
+    quartet_run.pyplot().close(fig)
     written.append(path)
 
 
@@ -43,7 +39,7 @@ def plot_reward(run, out_dir, written, notes):
         return
     x = run.iterations
     mean = run.metric("reward_mean")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = quartet_run.pyplot().subplots(figsize=(7, 4))
     ax.plot(x, mean, label="reward_mean", color="C0")
     if run.has_metric("reward_std"):
         std = run.metric("reward_std")
@@ -63,7 +59,7 @@ def plot_kl(run, out_dir, written, notes):
     if not run.has_metric("kl"):
         notes.append("kl.png skipped: no metric kl")
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = quartet_run.pyplot().subplots(figsize=(7, 4))
     ax.plot(run.iterations, run.metric("kl"), color="C1", label="kl")
     ax.set_xlabel("iteration")
     ax.set_ylabel("kl")
@@ -89,7 +85,8 @@ def plot_losses(run, out_dir, written, notes):
     if not names:
         notes.append("losses.png skipped: no metric policy_loss, value_loss or entropy")
         return
-    fig, axes = plt.subplots(len(names), 1, figsize=(7, 2.5 * len(names)), sharex=True, squeeze=False)
+    fig, axes = quartet_run.pyplot().subplots(len(names), 1, figsize=(7, 2.5 * len(names)), sharex=True,
+                                             squeeze=False)
     for ax, name, color in zip(axes[:, 0], names, ("C3", "C4", "C5")):
         ax.plot(run.iterations, run.metric(name), color=color)
         ax.set_ylabel(name)
@@ -103,7 +100,7 @@ def plot_throughput(run, out_dir, written, notes):
     if not run.has_metric("tokens_per_s"):
         notes.append("throughput.png skipped: no metric tokens_per_s")
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = quartet_run.pyplot().subplots(figsize=(7, 4))
     ax.plot(run.iterations, run.metric("tokens_per_s"), color="C6")
     ax.set_xlabel("iteration")
     ax.set_ylabel("tokens / s")
@@ -120,7 +117,7 @@ def plot_eval(run, out_dir, written, notes):
     passes = [n for n in run.eval_metric_names() if n == "greedy_pass@1" or n.startswith("pass@")]
     passes.sort(key=lambda n: (n != "greedy_pass@1", int(n.split("@")[1])))
     rewards = [n for n in ("greedy_reward", "sample_reward") if run.has_eval_metric(n)]
-    fig, axes = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    fig, axes = quartet_run.pyplot().subplots(2, 1, figsize=(7, 6), sharex=True)
     for name in passes:
         axes[0].plot(x, run.eval_metric(name), "o-", label=name, linewidth=1.5 if name == "greedy_pass@1" else 1)
     axes[0].set_ylabel("pass rate")
@@ -152,7 +149,7 @@ def plot_phase_times(run, out_dir, written, notes):
     if not times:
         notes.append("phase_times.png skipped: no /timing and no time_<phase> metrics")
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = quartet_run.pyplot().subplots(figsize=(7, 4))
     ax.stackplot(run.iterations, *[np.nan_to_num(v) for v in times.values()], labels=list(times), alpha=0.8)
     if run.has_metric("time_iteration"):
         # The whole iteration over the stack shows what the phases leave out (exchange, I/O).

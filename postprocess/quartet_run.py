@@ -390,6 +390,17 @@ def open_run(path, retries=0, wait=1.0):
 
 # --- shared by the command-line scripts -------------------------------------------------------
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only: compute nodes have no display), imported
+    when a figure is drawn, so that a script refusing its input does not load it first."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def add_open_arguments(parser):
     """--retries/--wait: for reading a run that is being written (the writer holds the file for
     a moment every iteration)."""
