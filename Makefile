@@ -28,10 +28,11 @@ BUILD := build
 VENV  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/quartet/venv-torch$(TORCH_VERSION)-transformers$(TRANSFORMERS_VERSION)
 PYTHON3 := python3
 
-# ---- Knobs, set on the command line (make test CTEST_JOBS=4); := so that a stray environment
+# ---- Knobs, set on the command line (make test CTEST_JOBS=2); := so that a stray environment
 # variable of the same name (conda sets CMAKE_ARGS, for one) does not leak in ------------------
 JOBS       :=# parallel compile jobs (empty: ninja's default)
-CTEST_JOBS := 2
+# ctest's parallel tests: three times the cores (tests often wait: on their processes' start, on MPI)
+CTEST_JOBS := $(shell echo $$((3 * $$(nproc 2>/dev/null || echo 1))))
 CTEST_ARGS :=# extra ctest arguments, e.g. -R deck
 CMAKE_ARGS :=# extra cmake options (-DQUARTET_WERROR=ON); kept in the CMake cache
 DECK       :=# empty: make run runs the pipeline demo (cmake/pipeline.sh); else quartet COMMAND DECK

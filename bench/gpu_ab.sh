@@ -2,7 +2,7 @@
 # A kernel switched off and on, in one device call, from the repo root with .gpu carried:
 #   AB_KEY=kernels.decode_fused_qkv bash bench/gpu_ab.sh        (logs in $OUT)
 # AB_KEY: a [kernels] deck key (`quartet train --help` lists them). Builds (TARGETS: the test
-# executables, default test_decode_kernels test_model); runs TESTS (a ctest -R pattern, default:
+# executables, default quartet_tests); runs TESTS (a ctest -R pattern, default:
 # the decode kernels' and the models' GPU tests against HF's references); the generation
 # benchmark with the key false and true; then the reference PPO iteration (1 GPU) with it off
 # and on, alternating AB_ROUNDS times (default 2), while BUDGET seconds (default 480) allow.
@@ -15,7 +15,7 @@ left(){ [ $(( $(date +%s)-S )) -lt "${BUDGET:-480}" ]; }
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
-  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench ${TARGETS:-test_decode_kernels test_model}; } \
+  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench ${TARGETS:-quartet_tests}; } \
   > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 (cd build-gpu && ctest -V --timeout 300 -R "${TESTS:-decode_kernels_np1|parity_models_reference|model_np1}") \

@@ -32,7 +32,7 @@ build() {  # dir name targets...
     cmake --build "$d/build-gpu" -j 8 --target quartet "$@"; } > "$OUT/build_$n.log" 2>&1 ||
     { echo "build $n failed"; tail -30 "$OUT/build_$n.log"; return 1; }
 }
-build "$NEW" new test_model & build "$OLD" old & wait
+build "$NEW" new quartet_tests & build "$OLD" old & wait
 [ -x "$NEW/build-gpu/quartet" ] && [ -x "$OLD/build-gpu/quartet" ] || exit 1
 t built
 (cd build-gpu && ctest --timeout 300 -R "${TESTS:-model_np1}" --output-on-failure) > "$OUT/ctest.log" 2>&1

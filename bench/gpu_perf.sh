@@ -17,8 +17,7 @@ S=$(date +%s); t(){ echo "[$(( $(date +%s)-S ))s] $*"; }
 source .gpu/env.sh > "$OUT/env.log" 2>&1
 nvidia-smi -L | tee -a "$OUT/env.log"
 { cmake -S . -B build-gpu $QUARTET_CMAKE_ARGS -DQUARTET_PYTHON="$(command -v python3)" &&
-  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench test_model \
-    test_decode_kernels test_adamw_kernel test_rotary_kernel test_swiglu_kernel test_sharded test_rl_logprobs test_step_graph; } > "$OUT/build.log" 2>&1 \
+  cmake --build build-gpu -j "$(nproc)" --target quartet generate_bench train_bench quartet_tests; } > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
 t built
 if [ "${SKIP_TESTS:-0}" != 1 ]; then

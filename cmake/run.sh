@@ -14,6 +14,8 @@ quartet=$BUILD/quartet
 
 # Open MPI refuses to run as root unless told; one OpenMP thread per rank on a small machine.
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# More ranks than cores: a rank waiting in MPI yields its core instead of spinning on it.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 export OMP_NUM_THREADS=1
 
 # The ranks the deck needs, as quartet reads it (the arguments' --set overrides included).

@@ -55,14 +55,14 @@ def run(cmd, stdin=None, cwd=None):
 
 
 class Env:
-    def __init__(self, args):
+    def __init__(self, args, case):
         self.quartet = args.quartet
         self.helper = args.helper
         self.mpirun = [w for w in args.mpirun.split("|") if w]
         self.mpirun_train = [w for w in args.mpirun_train.split("|") if w]
         self.source = args.source_dir
         self.work = args.work
-        self.out = os.path.join(args.work, "exports", args.case)
+        self.out = os.path.join(args.work, "exports", case)
         shutil.rmtree(self.out, ignore_errors=True)
         os.makedirs(self.out)
 
@@ -591,11 +591,20 @@ def main():
     ap.add_argument("--mpirun-train", default="", help="launcher words for the 3 ranks of quartet train")
     ap.add_argument("--source-dir", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
     ap.add_argument("--work", required=True, help="the fixture's directory (make_checkpoints.py --work)")
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("cases", nargs="+", choices=sorted(CASES), metavar="CASE",
+                    help="one or more of " + ", ".join(sorted(CASES)) + ", in one process: torch and "
+                    "transformers load once")
     args = ap.parse_args()
-    torch.manual_seed(0)
-    CASES[args.case](Env(args))
-    log(f"{args.case}: {'PASS' if not FAILURES else f'FAIL ({len(FAILURES)} checks)'}")
+    failed = []
+    for case in args.cases:
+        before = len(FAILURES)
+        torch.manual_seed(0)
+        CASES[case](Env(args, case))
+        log(f"{case}: {'PASS' if len(FAILURES) == before else f'FAIL ({len(FAILURES) - before} checks)'}")
+        if len(FAILURES) > before:
+            failed.append(case)
+    if len(args.cases) > 1:
+        log(f"{len(args.cases) - len(failed)} of {len(args.cases)} cases pass" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if FAILURES else 0
 
 

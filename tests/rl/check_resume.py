@@ -3,8 +3,10 @@ it, and checks that the resumed run is the run that was never interrupted: the s
 bitwise, and the same final weights and optimizer state. Also resharding: a run checkpointed
 with the actor on 2 ranks continues on 1 and back on 2.
 
-    check_resume.py WORKDIR SCENARIO -- MPIRUN... -np  QUARTET
-SCENARIO: signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double |
+    check_resume.py WORKDIR SCENARIO [REFERENCE] -- MPIRUN... -np  QUARTET
+REFERENCE: the uninterrupted run, made once by the scenario `reference` (a ctest fixture) for the
+scenarios of the plain deck to share; without it a scenario makes its own.
+SCENARIO: reference | signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double |
           same_seed (two fresh runs of one deck: the same checkpoint, generator states included) |
           eval (with [eval] at every iteration: a stop and resume, and a fall-back to an earlier
           checkpoint, continue /eval as the uninterrupted run wrote it, no point lost or twice)
@@ -27,7 +29,7 @@ from watched_run import WatchedRun  # noqa: E402
 
 ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
 EXIT_RESUBMIT, EXIT_STOPPED = 75, 76
-ITERATIONS = 24
+ITERATIONS = 16
 RUN_SECONDS = 150  # one run of train; past it the run is taken as hung
 EXTRA = []  # deck settings every run of the scenario shares
 # Timing and throughput differ between any two runs; everything else must not.
@@ -68,6 +70,12 @@ class Train(WatchedRun):
         for pid in ranks:
             os.kill(pid, sig)
         return ranks
+
+
+def reward_program(mode):
+    """The command of tests/rl/reward_fixtures.py's reward program in `mode`."""
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reward_fixtures.py")
+    return f"{sys.executable} {fixtures} program {mode}"
 
 
 def run_to_end(launcher, np_, out, *sets, expect=0):
@@ -139,7 +147,7 @@ def main():
     global QUARTET, ITERATIONS, EXTRA
     args = sys.argv[1:]
     split = args.index("--")
-    work, scenario = args[:split]
+    work, scenario, shared = (args[:split] + [None])[:3]
     command = args[split + 1:]
     launcher, QUARTET = command[:-1], command[-1]
     shutil.rmtree(work, ignore_errors=True)
@@ -147,18 +155,33 @@ def main():
     if scenario.startswith("launch"):
         launcher = [QUARTET, "launch"] + launcher
     if scenario in ("double_signal", "launch_double"):
-        # Iterations of a few seconds, so that two requests more than a second apart (closer ones
-        # count as one) both land inside one iteration. (At hidden 256 an iteration took 1.8 s on
-        # 2 cores once the optimizer was fused, and the second request sometimes came after it; at
-        # hidden 384, batch 64 they take 3-4 s.)
+        # The reward is rule:sort_digits's, from a program (tests/rl/reward_fixtures.py). In the
+        # interrupted run it answers each batch two seconds late: iterations of a few seconds, so
+        # that two requests more than a second apart (closer ones count as one) both land inside
+        # one iteration, without work that would slow the tests beside. The other runs do not wait.
         ITERATIONS = 6
-        EXTRA = ["rollout.batch=64", "checkpoint.every=2"] + [
-            f"model.{role}.{key}" for role in ("actor", "critic") for key in ("hidden=384", "layers=4")]
+        EXTRA = ["checkpoint.every=2", f"model.reward.kind=command:{reward_program('ok')}",
+                 "model.reward.timeout=20", "model.reward.start_timeout=30"]
+    if scenario == "reshard":
+        # With the actor on 2 ranks the critic takes twice the optimizer steps an iteration that it
+        # takes with 1 (rollout.batch is per actor rank), and a learning-rate schedule is counted
+        # in steps for the placement of the run at hand: the stretch on 1 rank must end before
+        # the step count passes that schedule's end.
+        ITERATIONS = 24
     if scenario == "eval":
         EXTRA = ["eval.prompts=inputs/prompts/sort_digits_heldout.jsonl", "eval.count=16", "eval.every=1",
                  "eval.at_start=true", "eval.samples=2", "eval.k=2"]
-    reference = os.path.join(work, "uninterrupted")
-    reference_output = run_to_end(launcher, 3, reference)
+    if scenario == "reference":
+        with open(os.path.join(work, "output.txt"), "w") as f:
+            f.write(run_to_end(launcher, 3, work))
+        return
+    if shared:
+        reference = shared
+        with open(os.path.join(shared, "output.txt")) as f:
+            reference_output = f.read()
+    elif scenario != "reshard":  # resharding is checked against the iterations alone
+        reference = os.path.join(work, "uninterrupted")
+        reference_output = run_to_end(launcher, 3, reference)
 
     if scenario == "same_seed":
         again = os.path.join(work, "again")
@@ -246,7 +269,7 @@ def main():
     elif scenario == "launch_double":
         # Two SIGTERMs to the launcher, more than a second apart: stop without a new checkpoint.
         out = os.path.join(work, "launch_double")
-        t = Train(launcher, 3, out)
+        t = Train(launcher, 3, out, f"model.reward.kind=command:{reward_program('slow')}")
         t.wait_for_iteration(3)
         time.sleep(0.5)
         t.proc.send_signal(signal.SIGTERM)
@@ -264,7 +287,7 @@ def main():
     elif scenario == "double_signal":
         # A second request stops at the next safe point, without a new checkpoint.
         out = os.path.join(work, "double")
-        t = Train(launcher, 3, out)
+        t = Train(launcher, 3, out, f"model.reward.kind=command:{reward_program('slow')}")
         t.wait_for_iteration(3)
         # Iteration 3's line comes just before its end-of-iteration check; a request landing
         # before that check is acted on at once (checkpoint, exit 75) and leaves no process for
@@ -325,7 +348,7 @@ def main():
         # Damage the newest checkpoint: resume warns, names the file, and falls back one.
         out = os.path.join(work, "corrupt")
         t = Train(launcher, 3, out)
-        t.wait_for_iteration(13)
+        t.wait_for_iteration(11)
         t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
@@ -349,7 +372,7 @@ def main():
         # checkpoint.on_damaged = start_over it moves them aside and runs from iteration 0.
         out = os.path.join(work, "all_damaged")
         t = Train(launcher, 3, out)
-        t.wait_for_iteration(13)
+        t.wait_for_iteration(11)
         t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
@@ -443,7 +466,7 @@ def main():
         # evaluations the file holds past it are written again, once.
         out = os.path.join(work, "eval_fallback")
         t = Train(launcher, 3, out)
-        t.wait_for_iteration(14)
+        t.wait_for_iteration(11)
         t.signal_every_rank(signal.SIGUSR1)
         if t.finish() != EXIT_RESUBMIT:
             fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")

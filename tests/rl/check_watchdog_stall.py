@@ -2,7 +2,8 @@
 ends the job: within the timeout and a margin, non-zero, with a report that names the operation
 and the stopped rank as the one waited for. The moments: while a checkpoint is being written
 (its step directory has just appeared), right after an iteration's line, and a rank's own
-moment a little later. Each rank is stopped in some trial.
+moment a little later. Each rank is stopped in some trial. The trials run two at a time: each
+spends most of its time waiting for the watchdog.
 
     check_watchdog_stall.py WORKDIR -- MPIRUN... -np QUARTET
 The deck is inputs/demo.deck (run from the repository root).
@@ -15,16 +16,21 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 TIMEOUT = 4  # dist.watchdog_timeout of these runs, seconds
 # From the stop to the end of mpirun: the timeout, the watchdog's roll call (2 s), Open MPI's
-# kill sequence (SIGCONT, 1 s, SIGTERM, 1 s, SIGKILL) and room for a loaded CI host.
+# kill sequence and room for a loaded CI host (two trials at a time).
 MARGIN = 20
 ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
 
 
+class TrialFailed(Exception):
+    pass
+
+
 def fail(msg):
-    sys.exit(f"check_watchdog_stall: {msg}")
+    raise TrialFailed(msg)
 
 
 def world_rank_of(pid):
@@ -106,8 +112,8 @@ def trial(launcher, quartet, work, name, rank, moment):
         if not named:
             fail(f"{name}: the watchdog's report does not name world rank {rank} as the one waited for:\n"
                  + "".join(reports))
-        print(f"check_watchdog_stall: {name}: world rank {rank} stopped ({moment}, after iteration "
-              f"{last_iteration[0]}); the job ended {took:.1f} s later, exit {rc}:\n  {named[0].strip()}")
+        return (f"check_watchdog_stall: {name}: world rank {rank} stopped ({moment}, after iteration "
+                f"{last_iteration[0]}); the job ended {took:.1f} s later, exit {rc}:\n  {named[0].strip()}")
     finally:
         if proc.poll() is None:
             for pid in rank_pids(proc.pid).values():
@@ -135,8 +141,16 @@ def main():
     trials = [("checkpoint_rank1", 1, "checkpoint"), ("checkpoint_rank2", 2, "checkpoint"),
               ("checkpoint_rank0", 0, "checkpoint"), ("iteration_rank2", 2, "iteration"),
               ("iteration_rank1", 1, "iteration"), ("later_rank0", 0, "later")]
-    for name, rank, moment in trials:
-        trial(launcher, quartet, work, name, rank, moment)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(trial, launcher, quartet, work, name, rank, moment) for name, rank, moment in trials]
+    failed = []
+    for run in runs:
+        try:
+            print(run.result())
+        except TrialFailed as e:
+            failed.append(str(e))
+    if failed:
+        sys.exit("check_watchdog_stall: " + "\ncheck_watchdog_stall: ".join(failed))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ reward program speaking the command: protocol, and an HTTP server speaking the h
 (docs/reward-programs.md). Both misbehave on request, one way per mode.
 
     python3 reward_fixtures.py program MODE [--pid-dir D]     # a command: program (its pid in D/)
+MODE slow answers as ok does, each batch two seconds late: iterations that last (check_resume.py's
+double signal) without the work of a larger model.
 The server is started in-process by check_reward_programs.py (start_server).
 """
 import http.server
@@ -73,6 +75,8 @@ def program(mode, pid_dir):
                 reply["scores"][2] = "1.0"
             if mode == "sleep":
                 time.sleep(120)
+            if mode == "slow":
+                time.sleep(2.0)
             if mode == "exit_after_reply":
                 print(json.dumps(reply), flush=True)
                 sys.exit(0)

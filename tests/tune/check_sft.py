@@ -80,7 +80,7 @@ def scenario_learn(launcher, work):
 
 
 def scenario_resume(launcher, work):
-    steps = 200
+    steps = 96
     common = [f"sft.steps={steps}", "checkpoint.every=16", "sft.eval_every=20", "sft.eval_count=16"]
     reference = os.path.join(work, "uninterrupted")
     reference_output = run_to_end(sft(launcher, 2, reference, *common))
