@@ -156,9 +156,11 @@ def main():
         launcher = [QUARTET, "launch"] + launcher
     if scenario in ("double_signal", "launch_double"):
         # The reward is rule:sort_digits's, from a program (tests/rl/reward_fixtures.py). In the
-        # interrupted run it answers each batch two seconds late: iterations of a few seconds, so
-        # that two requests more than a second apart (closer ones count as one) both land inside
-        # one iteration, without work that would slow the tests beside. The other runs do not wait.
+        # interrupted run it answers each batch three seconds late: iterations of a few seconds,
+        # so that two requests more than a second apart (closer ones count as one) both land
+        # inside one iteration, without work that would slow the tests beside. The other runs do
+        # not wait. The requests go 1.5 s apart: a rank that a loaded host runs late takes the
+        # first late, and a second 1.1 s after the first was once taken for its copy.
         ITERATIONS = 6
         EXTRA = ["checkpoint.every=2", f"model.reward.kind=command:{reward_program('ok')}",
                  "model.reward.timeout=20", "model.reward.start_timeout=30"]
@@ -273,7 +275,7 @@ def main():
         t.wait_for_iteration(3)
         time.sleep(0.5)
         t.proc.send_signal(signal.SIGTERM)
-        time.sleep(1.1)
+        time.sleep(1.5)
         if t.proc.poll() is not None:
             fail(f"the run ended ({t.proc.returncode}) before the second SIGTERM:\n{t.output()[-3000:]}")
         t.proc.send_signal(signal.SIGTERM)
@@ -295,7 +297,7 @@ def main():
         # iteration 4 (more than a second apart: closer copies count as one request).
         time.sleep(0.5)
         ranks = t.signal_every_rank(signal.SIGUSR1)
-        time.sleep(1.1)
+        time.sleep(1.5)
         if t.proc.poll() is not None:
             fail(f"the run ended ({t.proc.returncode}) before the second request could be sent "
                  f"(iterations too short for this test?):\n{t.output()[-3000:]}")

@@ -4,7 +4,7 @@ reward program speaking the command: protocol, and an HTTP server speaking the h
 (docs/reward-programs.md). Both misbehave on request, one way per mode.
 
     python3 reward_fixtures.py program MODE [--pid-dir D]     # a command: program (its pid in D/)
-MODE slow answers as ok does, each batch two seconds late: iterations that last (check_resume.py's
+MODE slow answers as ok does, each batch three seconds late: iterations that last (check_resume.py's
 double signal) without the work of a larger model.
 The server is started in-process by check_reward_programs.py (start_server).
 """
@@ -76,7 +76,7 @@ def program(mode, pid_dir):
             if mode == "sleep":
                 time.sleep(120)
             if mode == "slow":
-                time.sleep(2.0)
+                time.sleep(3.0)
             if mode == "exit_after_reply":
                 print(json.dumps(reply), flush=True)
                 sys.exit(0)
