@@ -7,6 +7,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/config.hpp"
 #include "quartet/core/deck.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/dist/placement.hpp"
 #include "quartet/dist/placement_config.hpp"
 #include "quartet/shard/memory_plan.hpp"
@@ -19,12 +20,7 @@ int positive_option(const CommandLine& cl, const std::string& name) {
   if (!cl.has(name)) return 0;
   const std::string& text = cl.options.at(name);
   size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const long long value = leading_integer(text, &used);
   if (used != text.size() || value < 1 || value > 1000000)
     throw UsageError("--" + name + " is '" + text + "': expected a number of ranks (>= 1)");
   return static_cast<int>(value);

@@ -6,6 +6,7 @@
 #include "quartet/core/check.hpp"
 #include "quartet/core/files.hpp"
 #include "quartet/core/hf_cache.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/model/model_spec.hpp"
 #include "quartet/model/tokenizer/builtin_tokenizer_files.hpp"
 #include "quartet/model/tokenizer/tokenizer.hpp"
@@ -47,12 +48,7 @@ int tokenize_stream(const CommandLine& cl, std::istream& in, std::ostream& out) 
       std::string word;
       while (words >> word) {
         std::size_t used = 0;
-        long long id = -1;
-        try {
-          id = std::stoll(word, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
+        const long long id = leading_integer(word, &used);
         QUARTET_CHECK(used == word.size() && id >= 0,
                       "standard input line " + std::to_string(lineno) + ": '" + word +
                           "' is not a token id");

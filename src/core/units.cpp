@@ -5,18 +5,31 @@
 
 namespace quartet {
 
+double leading_number(const std::string& text, std::size_t* used) {
+  try {
+    return std::stod(text, used);
+  } catch (const std::exception&) {  // no number, or out of range
+    *used = 0;
+    return 0;
+  }
+}
+
+long long leading_integer(const std::string& text, std::size_t* used) {
+  try {
+    return std::stoll(text, used);
+  } catch (const std::exception&) {
+    *used = 0;
+    return 0;
+  }
+}
+
 std::uint64_t parse_bytes(const std::string& text) {
   std::string t;
   for (char ch : text)
     if (ch != ' ') t += ch;
   if (t == "auto") return 0;
   size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const double value = leading_number(t, &used);
   const std::string unit = t.substr(used);
   struct { const char* name; double factor; } units[] = {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
@@ -35,12 +48,7 @@ double parse_duration(const std::string& text) {
                                   "(90m, 23h30m, 1h5m30s)");
   if (t.empty()) throw bad;
   size_t used = 0;
-  double plain = 0;
-  try {
-    plain = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const double plain = leading_number(t, &used);
   if (used == t.size()) {
     if (!(plain >= 0)) throw bad;
     return plain;
@@ -50,12 +58,8 @@ double parse_duration(const std::string& text) {
   std::string seen;
   while (i < t.size()) {
     size_t n = 0;
-    double v = 0;
-    try {
-      v = std::stod(t.substr(i), &n);
-    } catch (const std::exception&) {
-      throw bad;
-    }
+    const double v = leading_number(t.substr(i), &n);
+    if (n == 0) throw bad;
     i += n;
     if (i >= t.size() || !(v >= 0)) throw bad;
     const char unit = t[i++];

@@ -1,9 +1,11 @@
 #include "quartet/rl/eval_config.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <stdexcept>
 
 #include "quartet/core/files.hpp"
+#include "quartet/core/units.hpp"
 
 namespace quartet {
 
@@ -15,15 +17,10 @@ std::vector<int> parse_k(const std::string& text) {
   std::vector<int> ks;
   for (const std::string& item : split_list(text)) {
     size_t used = 0;
-    int k = 0;
-    try {
-      k = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || k < 1)
+    const long long k = leading_integer(item, &used);
+    if (used != item.size() || k < 1 || k > INT_MAX)
       throw std::invalid_argument("holds '" + item + "'; expected comma-separated whole numbers >= 1");
-    ks.push_back(k);
+    ks.push_back(static_cast<int>(k));
   }
   return ks;
 }

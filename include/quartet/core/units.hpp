@@ -1,9 +1,16 @@
 #pragma once
-// Durations and sizes as the deck writes them, and durations as the log prints them.
+// Numbers, durations and sizes as the deck writes them, and durations as the log prints them.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace quartet {
+
+// The number that starts `text`, read as std::stod (std::stoll) reads it, and through `used` how
+// many characters it took: 0 where none starts it or it is out of range. `text` is that number
+// and nothing else where *used == text.size().
+double leading_number(const std::string& text, std::size_t* used);
+long long leading_integer(const std::string& text, std::size_t* used);
 
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
 std::uint64_t parse_bytes(const std::string& text);

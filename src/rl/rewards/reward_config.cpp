@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "quartet/core/units.hpp"
 #include "quartet/model/models_config.hpp"
 
 namespace quartet {
@@ -30,12 +31,7 @@ std::vector<double> parse_weights(const std::string& text) {
   std::vector<double> weights;
   for (const std::string& t : split_list(text)) {
     size_t used = 0;
-    double w = 0;
-    try {
-      w = std::stod(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
+    const double w = leading_number(t, &used);
     if (used == 0 || used != t.size() || !std::isfinite(w))
       throw std::invalid_argument("has '" + t + "', which is not a finite number");
     weights.push_back(w);
