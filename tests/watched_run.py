@@ -4,6 +4,7 @@ as hung (killed, with its last output and, where gdb exists, its ranks' stacks),
 processes for signals. Shared by tests/rl/check_resume.py and tests/tune/stage_check.py.
 """
 import os
+import re
 import queue
 import shutil
 import signal
@@ -80,3 +81,38 @@ class WatchedRun:
         """The pids of the processes mpirun started (its children)."""
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
+
+
+def time_limited_rounds(start, out, done, reference_output, fail, max_rounds, attempts=3):
+    """Runs start(limit) (a WatchedRun of the job writing to `out`) round after round until one
+    exits 0; every other round must exit 75 with a time-limit checkpoint. The limit is half the
+    uninterrupted run's own time (`done`: a regex whose group 1 is the seconds it reports), as
+    machines differ several-fold. A host less loaded than during the reference run can finish
+    the whole run inside that budget; then the run starts over with half of its own time, so a
+    pass always means at least two rounds. Returns (limit, rounds)."""
+    m = re.search(done, reference_output, re.M)
+    limit = float(m.group(1)) / 2 if m else 1.5
+    for _ in range(attempts):
+        shutil.rmtree(out, ignore_errors=True)
+        rounds = 0
+        while True:
+            rounds += 1
+            t0 = time.time()
+            run = start(limit)
+            rc = run.finish()
+            if rc == 0:
+                break
+            if rc != 75 or "(time limit)" not in run.output():
+                fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{run.output()[-3000:]}")
+            print(f"round {rounds} stopped by its time limit after {time.time() - t0:.1f}s "
+                  f"(limit {limit:.2f}s + start-up)", flush=True)
+            if rounds > max_rounds:
+                fail(f"the run did not finish in {max_rounds} rounds (each must do at least one step)")
+        if rounds >= 2:
+            return limit, rounds
+        m = re.search(done, run.output(), re.M)
+        if not m:
+            fail(f"the time-limited run finished in one round without reporting its time:\n{run.output()[-3000:]}")
+        print(f"the whole run fit in its {limit:.2f}s budget; again with half its own {m.group(1)}s", flush=True)
+        limit = float(m.group(1)) / 2
+    fail(f"the time limit never stopped the run in {attempts} attempts")

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from watched_run import WatchedRun  # noqa: E402
+from watched_run import WatchedRun, time_limited_rounds  # noqa: E402
 
 ITER = re.compile(r"^iter\s+(\d+)/(\d+) \|")
 EXIT_RESUBMIT, EXIT_STOPPED = 75, 76
@@ -322,28 +322,10 @@ def main():
         # resubmissions finish it. Half the uninterrupted run's own time: machines differ
         # several-fold, and a fixed budget outlasted the whole run on a fast one (a budget of
         # 1.5 s took a round of 3 processes an iteration on a loaded host).
-        done = re.search(r"^train: done in ([0-9.]+)s$", reference_output, re.M)
-        limit = float(done.group(1)) / 2 if done else 1.5
         out = os.path.join(work, "limited")
-        rounds, begin = 0, time.time()
-        while True:
-            rounds += 1
-            t0 = time.time()
-            t = Train(launcher, 3, out, f"run.time_limit={limit:.2f}")
-            rc = t.finish()
-            took = time.time() - t0
-            if rc == 0:
-                break
-            if rc != EXIT_RESUBMIT:
-                fail(f"round {rounds} exited {rc}:\n{t.output()[-3000:]}")
-            if "(time limit)" not in t.output():
-                fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{t.output()[-3000:]}")
-            print(f"check_resume: round {rounds} stopped by its time limit after {took:.1f}s "
-                  f"(limit {limit:.2f}s + start-up)")
-            if rounds > ITERATIONS:
-                fail(f"the run did not finish in {ITERATIONS} rounds (each must do at least one iteration)")
-        if rounds < 2:
-            fail("the time limit never stopped the run (make the run longer or the limit shorter)")
+        limit, rounds = time_limited_rounds(lambda limit: Train(launcher, 3, out, f"run.time_limit={limit:.2f}"),
+                                            out, r"^train: done in ([0-9.]+)s$", reference_output, fail,
+                                            ITERATIONS)
         same_run(reference, out, f"run.time_limit = {limit:.2f}s ({rounds} rounds)")
 
     elif scenario == "corrupt":

@@ -24,7 +24,8 @@ import sys
 import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stage_check import EXIT_RESUBMIT, Run, fail, run_to_end, same_run, say, series, stage, use  # noqa: E402
+from stage_check import (EXIT_RESUBMIT, Run, fail, run_to_end, same_run, say, series, stage,  # noqa: E402
+                         time_limited_rounds, use)
 
 DECK = "inputs/sft/sort_digits.deck"
 HELDOUT = "inputs/prompts/sort_digits_heldout.jsonl"
@@ -103,21 +104,9 @@ def scenario_resume(launcher, work):
         same_run(reference, out, steps, f"{what} after step {n}, resumed")
     # A time limit shorter than the run: checkpoint and exit 75 each round, until it is done.
     # Half the uninterrupted run's own time (machines differ several-fold).
-    done = re.search(r"^sft: done in ([0-9.]+)s$", reference_output, re.M)
-    limit = float(done.group(1)) / 2 if done else 1.5
-    out, rounds = os.path.join(work, "time_limit"), 0
-    while True:
-        rounds += 1
-        r = sft(launcher, 2, out, *common, f"run.time_limit={limit:.2f}")
-        rc = r.finish()
-        if rc == 0:
-            break
-        if rc != EXIT_RESUBMIT or "(time limit)" not in r.output():
-            fail(f"round {rounds} exited {rc} without a time-limit checkpoint:\n{r.output()[-3000:]}")
-        if rounds > 40:
-            fail("the time-limited run did not finish in 40 rounds")
-    if rounds < 2:
-        fail("the time limit never stopped the run")
+    out = os.path.join(work, "time_limit")
+    limit, rounds = time_limited_rounds(lambda limit: sft(launcher, 2, out, *common, f"run.time_limit={limit:.2f}"),
+                                        out, r"^sft: done in ([0-9.]+)s$", reference_output, fail, 40)
     same_run(reference, out, steps, f"run.time_limit = {limit:.2f} s ({rounds} rounds)")
     # A checkpoint of one stage is not another's.
     r = Run(launcher, 3, "train", "inputs/demo.deck", [f"run.out={reference}", "run.iterations=2"])

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from watched_run import WatchedRun  # noqa: E402
+from watched_run import WatchedRun, time_limited_rounds  # noqa: E402,F401 (time_limited_rounds: for the checks)
 
 NAME, QUARTET, MODEL = "check", "quartet", "actor"
 EXIT_RESUBMIT = 75
