@@ -156,10 +156,10 @@ def main():
         launcher = [QUARTET, "launch"] + launcher
     if scenario in ("double_signal", "launch_double"):
         # The reward is rule:sort_digits's, from a program (tests/rl/reward_fixtures.py). In the
-        # interrupted run it answers each batch three seconds late: iterations of a few seconds,
-        # so that two requests more than a second apart (closer ones count as one) both land
-        # inside one iteration, without work that would slow the tests beside. The other runs do
-        # not wait. The requests go 1.5 s apart: a rank that a loaded host runs late takes the
+        # interrupted run it answers each batch from iteration 4 on three seconds late: iterations
+        # of a few seconds, so that two requests more than a second apart (closer ones count as
+        # one) both land inside iteration 4, without work that would slow the tests beside. The
+        # other runs, and the interrupted one before iteration 4, do not wait. The requests go 1.5 s apart: a rank that a loaded host runs late takes the
         # first late, and a second 1.1 s after the first was once taken for its copy.
         ITERATIONS = 6
         EXTRA = ["checkpoint.every=2", f"model.reward.kind=command:{reward_program('ok')}",

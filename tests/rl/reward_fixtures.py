@@ -4,8 +4,9 @@ reward program speaking the command: protocol, and an HTTP server speaking the h
 (docs/reward-programs.md). Both misbehave on request, one way per mode.
 
     python3 reward_fixtures.py program MODE [--pid-dir D]     # a command: program (its pid in D/)
-MODE slow answers as ok does, each batch three seconds late: iterations that last (check_resume.py's
-double signal) without the work of a larger model.
+MODE slow answers as ok does, each batch after the third three seconds late: iterations that last
+(check_resume.py's double signal, sent after iteration 3) without the work of a larger model, and
+without three idle ranks waiting through the iterations before.
 The server is started in-process by check_reward_programs.py (start_server).
 """
 import http.server
@@ -75,7 +76,7 @@ def program(mode, pid_dir):
                 reply["scores"][2] = "1.0"
             if mode == "sleep":
                 time.sleep(120)
-            if mode == "slow":
+            if mode == "slow" and batches > 3:
                 time.sleep(3.0)
             if mode == "exit_after_reply":
                 print(json.dumps(reply), flush=True)
