@@ -5,6 +5,7 @@
 #include <map>
 
 #include "quartet/core/log.hpp"
+#include "quartet/dist/rank_local.hpp"
 
 namespace quartet {
 
@@ -105,6 +106,7 @@ Watchdog::~Watchdog() {
 
 std::shared_ptr<Watchdog::Entry> Watchdog::add(const std::string& what, std::function<bool()> finished,
                                                std::vector<int> participants) {
+  check_not_rank_local(what);
   auto e = std::make_shared<Entry>();
   e->what = what;
   e->finished = std::move(finished);

@@ -5,6 +5,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/dist/placement.hpp"
+#include "quartet/dist/rank_local.hpp"
 
 namespace quartet {
 
@@ -78,6 +79,7 @@ Watched begin(MPI_Comm comm, const char* op, const std::string& why) {
   Watched w;
   w.what = std::string(op) + " #" + std::to_string(++info.sequence) + (why.empty() ? "" : " (" + why + ")") + " on " +
            info.name + " (world ranks " + info.ranks_text + ")";
+  check_not_rank_local(w.what);
   if (Watchdog* dog = Watchdog::process()) w.watch = dog->watch(w.what, info.world_ranks);
   return w;
 }

@@ -8,6 +8,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/log.hpp"
+#include "quartet/dist/rank_local.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace quartet {
@@ -95,6 +96,13 @@ bool World::all_ok(bool ok) const {
 }
 
 bool World::agree(const std::function<void()>& step) const {
+  return agree_collectively([&] {
+    RankLocalStep local;
+    step();
+  });
+}
+
+bool World::agree_collectively(const std::function<void()>& step) const {
   std::string error;
   try {
     step();

@@ -94,6 +94,7 @@ class Trainer {
   bool colocated() const { return rt_.placement.mode == PlacementMode::colocated; }
 
   bool refuse_or_plan();
+  void read_prompts();
   int build();
   void open_run_file(const TrainerState& state);
   void make_phases();
@@ -158,11 +159,11 @@ class Trainer {
   std::string run_id_;
 };
 
-// Everything that can be refused, on every rank alike, before any model is built: the deck,
-// the models against the tokenizer and the sequences, the prompts file against the actor, the
-// memory plan, the checkpoint to resume from.
+// Everything that can be refused, before any model is built: the deck, the models against the
+// tokenizer and the sequences, the prompts file against the actor, the memory plan (each rank on
+// its own, then a verdict), the checkpoint to resume from (collectively), the user's reward code.
 bool Trainer::refuse_or_plan() {
-  return rt_.world.agree([&] {
+  const bool checked = rt_.world.agree([&] {
     check_train_deck(cfg_, rt_.placement);
     rewards_ = std::make_unique<RewardTerms>(cfg_);
     if (const auto& eval = cfg_.get<EvalConfig>().reward) eval_reward_ = std::make_unique<RewardTerms>(cfg_, *eval, "eval.reward");
@@ -170,29 +171,33 @@ bool Trainer::refuse_or_plan() {
     check_models_fit_run(cfg_, rt_.placement, *tokenizer_);
     check_prompts_fit_actor(cfg_);
     if (rt_.placement.has(Role::reward)) reward_reading_ = reward_reading(cfg_, *tokenizer_);
-    // The actor ranks read the prompts now: a bad row stops every rank before any model is built.
-    const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
-    const auto me = std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank());
-    if (me != actor_ranks.end()) {
-      dataset_ = std::make_unique<PromptDataset>(cfg_.get<RolloutConfig>().prompts, cfg_.get<RolloutConfig>().prompt_field, tokenizer_.get(),
-                                                 cfg_.get<RolloutConfig>().max_prompt_tokens);
-      if (cfg_.get<EvalConfig>().enabled()) {
-        const PromptDataset held_out(cfg_.get<EvalConfig>().prompts, cfg_.get<EvalConfig>().prompt_field, tokenizer_.get(),
-                                     cfg_.get<RolloutConfig>().max_prompt_tokens);
-        eval_prompts_ = eval_share(cfg_, held_out, static_cast<int>(me - actor_ranks.begin()),
-                                   static_cast<int>(actor_ranks.size()));
-      }
-    }
+    read_prompts();
     // The plan first: a deck that cannot fit stops here, before any GPU memory is touched.
     auto plan = make_memory_plan(cfg_, rt_.world.size(), rt_.world.local_size());
     check_plan(plan);
     park_idle_ = plan.park_idle;
-    resume_ = choose_resume_checkpoint(rt_);
-    // Last, once the deck is known to run: the user's program starts (or the endpoint is
-    // reached) on each actor rank, and one that does not answer stops every rank here.
+  });
+  if (!checked || !rt_.world.agree_collectively([&] { resume_ = choose_resume_checkpoint(rt_); })) return false;
+  // Last, once the deck is known to run: the user's program starts (or the endpoint is
+  // reached) on each actor rank, and one that does not answer stops every rank here.
+  return rt_.world.agree([&] {
     if (dataset_) rewards_->start_user_code(cfg_.get<RewardCallConfig>());
     if (dataset_ && eval_reward_) eval_reward_->start_user_code(cfg_.get<RewardCallConfig>());
   });
+}
+
+// The actor ranks read the prompts (and their share of eval.prompts); a bad row stops every rank
+// before any model is built.
+void Trainer::read_prompts() {
+  const auto& actor_ranks = rt_.placement.ranks_of(Role::actor);
+  const auto me = std::find(actor_ranks.begin(), actor_ranks.end(), rt_.world.rank());
+  if (me == actor_ranks.end()) return;
+  const RolloutConfig& rollout = cfg_.get<RolloutConfig>();
+  dataset_ = std::make_unique<PromptDataset>(rollout.prompts, rollout.prompt_field, tokenizer_.get(), rollout.max_prompt_tokens);
+  const EvalConfig& eval = cfg_.get<EvalConfig>();
+  if (!eval.enabled()) return;
+  const PromptDataset held_out(eval.prompts, eval.prompt_field, tokenizer_.get(), rollout.max_prompt_tokens);
+  eval_prompts_ = eval_share(cfg_, held_out, static_cast<int>(me - actor_ranks.begin()), static_cast<int>(actor_ranks.size()));
 }
 
 // The models (from the checkpoint when resuming), the loop's state, the run file and the

@@ -111,13 +111,13 @@ class Stage {
   std::string run_id_;
 };
 
-// The memory plan and the checkpoint to resume from, on every rank alike, before any model is built.
+// The memory plan (each rank on its own, then a verdict) and the checkpoint to resume from
+// (collectively), before any model is built.
 bool Stage::refuse_or_plan() {
   return rt_.world.agree([&] {
     QUARTET_CHECK(sch_.steps >= 1, name_ + ": the run has no steps");
     check_plan(make_memory_plan(stage_plan_config(cfg_), rt_.world.size(), rt_.world.local_size()));
-    resume_ = choose_resume_checkpoint(rt_, ckpt_);
-  });
+  }) && rt_.world.agree_collectively([&] { resume_ = choose_resume_checkpoint(rt_, ckpt_); });
 }
 
 // The models (from the checkpoint when resuming), the loop's state and the run file; returns

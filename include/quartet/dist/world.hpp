@@ -40,7 +40,11 @@ class World {
   // Runs `step` on every rank; if it threw on any rank, every rank learns so and returns false
   // (rank 0 prints its error, or a failing rank prints its own when rank 0 had none). For the
   // checks made before any real work, so that a bad deck ends the job cleanly on all ranks.
+  // `step` is rank-local (dist/rank_local.hpp): a collective begun in it ends the job, named.
   bool agree(const std::function<void()>& step) const;
+  // As agree, for a step in which every rank runs the same collectives and any error is thrown
+  // on every rank alike, after them (the choice of the checkpoint to resume from).
+  bool agree_collectively(const std::function<void()>& step) const;
   // Ends the whole job now (MPI_Abort on the world).
   [[noreturn]] void abort(int code) const;
 
