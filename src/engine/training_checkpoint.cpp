@@ -271,11 +271,32 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
   }
   // Listed before the collective search: once it returns, rank 0 may move the checkpoints
   // aside, and a rank listing later would find none and take the run for a fresh one.
-  const bool any_checkpoint = !list_checkpoint_steps(cfg.get<RunConfig>().out).empty();
+  const std::string& out = cfg.get<RunConfig>().out;
+  const std::vector<int64_t> unfinished = unfinished_checkpoint_steps(out);
+  const bool any_committed = list_checkpoint_steps(out).size() > unfinished.size();
   std::vector<std::string> warnings;
-  auto found = find_latest_checkpoint(cfg.get<RunConfig>().out, world.comm(), &warnings, resume_needs(rt, stage));
-  if (found || !any_checkpoint) {
-    for (const auto& w : warnings) printf0("%s: warning: %s\n", stage.name.c_str(), w.c_str());
+  auto found = find_latest_checkpoint(out, world.comm(), &warnings, resume_needs(rt, stage));
+  if (found || !any_committed) {
+    // A write cut short (a kill while it ran) is no damage, and no reason to stop: its steps
+    // go, as the next commit would remove them, and the run goes on from the newest committed
+    // one, or afresh when none ever was.
+    auto about_unfinished = [&](const std::string& w) {
+      if (w.find("no manifest.json") != std::string::npos) return true;
+      for (int64_t s : unfinished)
+        if (w.find("latest names step_" + std::to_string(s) + ",") != std::string::npos) return true;
+      return false;
+    };
+    for (const auto& w : warnings)
+      if (!about_unfinished(w)) printf0("%s: warning: %s\n", stage.name.c_str(), w.c_str());
+    if (!unfinished.empty()) {
+      std::string names;
+      for (int64_t s : unfinished) names += (names.empty() ? "step_" : ", step_") + std::to_string(s);
+      printf0("%s: %s under %s never committed (no manifest.json: its write was cut short): removed; %s\n",
+              stage.name.c_str(), names.c_str(), checkpoints_dir(out).c_str(),
+              found ? ("resuming from " + base_name(found->dir)).c_str() : "no checkpoint was ever committed: starting afresh");
+      if (world.rank() == 0) remove_unfinished_checkpoints(out, unfinished);
+      watched::barrier(world.comm(), "the unfinished checkpoints removed");
+    }
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
   // Checkpoints, and none of them intact: starting over would overwrite run.h5's history and

@@ -757,4 +757,16 @@ std::vector<int64_t> list_checkpoint_steps(const std::string& out) {
   return steps;
 }
 
+std::vector<int64_t> unfinished_checkpoint_steps(const std::string& out) {
+  std::vector<int64_t> unfinished;
+  for (int64_t s : list_checkpoint_steps(out))
+    if (!path_exists(step_dir(out, s) + "/" + kManifestName)) unfinished.push_back(s);
+  return unfinished;
+}
+
+void remove_unfinished_checkpoints(const std::string& out, const std::vector<int64_t>& steps) {
+  for (int64_t s : steps) remove_checkpoint(step_dir(out, s));
+  if (!steps.empty()) fsync_directory(checkpoints_dir(out));
+}
+
 }  // namespace quartet

@@ -6,7 +6,8 @@ with the actor on 2 ranks continues on 1 and back on 2.
     check_resume.py WORKDIR SCENARIO [REFERENCE] -- MPIRUN... -np  QUARTET
 REFERENCE: the uninterrupted run, made once by the scenario `reference` (a ctest fixture) for the
 scenarios of the plain deck to share; without it a scenario makes its own.
-SCENARIO: reference | signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch | launch_double |
+SCENARIO: reference | signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch |
+          launch_double | unfinished (checkpoints whose write was cut short: no manifest.json) |
           same_seed (two fresh runs of one deck: the same checkpoint, generator states included) |
           eval (with [eval] at every iteration: a stop and resume, and a fall-back to an earlier
           checkpoint, continue /eval as the uninterrupted run wrote it, no point lost or twice)
@@ -350,6 +351,36 @@ def main():
         if at >= n or not where.endswith(f"step_{at}"):
             fail(f"resumed from {where} at {at}; expected an earlier checkpoint than {n}")
         same_run(reference, out, f"corrupt step_{n}, resumed from step_{at}")
+
+    elif scenario == "unfinished":
+        # A kill while the first checkpoint was written leaves its directory without manifest.json
+        # (the commit's last act) and nothing committed: the next attempt removes it and starts
+        # afresh, rather than refusing to start (which would end a preempted job for good).
+        out = os.path.join(work, "unfinished")
+        t = Train(launcher, 3, out)
+        t.wait_for_iteration(2)
+        t.signal_every_rank(signal.SIGUSR1)
+        if t.finish() != EXIT_RESUBMIT:
+            fail(f"the run did not stop on SIGUSR1:\n{t.output()[-3000:]}")
+        cdir = os.path.join(out, "checkpoints")
+        steps = sorted((d for d in os.listdir(cdir) if d.startswith("step_")), key=lambda d: int(d[5:]))
+        for d in steps[:-1]:
+            shutil.rmtree(os.path.join(cdir, d))
+        os.remove(os.path.join(cdir, steps[-1], "manifest.json"))
+        os.remove(os.path.join(cdir, "latest"))
+        output = run_to_end(launcher, 3, out)
+        if not re.search(rf"{steps[-1]} under .* never committed .*removed; no checkpoint was ever committed: "
+                         r"starting afresh", output) or "resuming from" in output:
+            fail(f"no word of the unfinished {steps[-1]} removed and a fresh start:\n{output[-3000:]}")
+        same_run(reference, out, f"an unfinished first checkpoint ({steps[-1]}), started afresh")
+        # The newest unfinished, older ones committed: resumed from the newest committed one.
+        newest = f"step_{ITERATIONS}"
+        os.remove(os.path.join(cdir, newest, "manifest.json"))
+        output = run_to_end(launcher, 3, out)
+        where, at = resumed_from(output)
+        if not re.search(rf"{newest} under .* never committed .*removed; resuming from step_{at}", output):
+            fail(f"no word of the unfinished {newest} removed:\n{output[-3000:]}")
+        same_run(reference, out, f"an unfinished {newest}, resumed from step_{at}")
 
     elif scenario == "all_damaged":
         # Every checkpoint damaged: train refuses (exit 2), naming each, and changes nothing; with

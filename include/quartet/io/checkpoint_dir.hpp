@@ -119,6 +119,12 @@ std::optional<int64_t> parse_step_name(const std::string& name);
 // writes them); latest, *.tmp and anything else are ignored. No checkpoints/ at all: empty.
 std::vector<int64_t> list_checkpoint_steps(const std::string& out);
 
+// The steps of list_checkpoint_steps whose write never committed: no manifest.json, the commit's
+// last act (the process died while writing). Not damage: nothing in them was ever vouched for.
+std::vector<int64_t> unfinished_checkpoint_steps(const std::string& out);
+// Removes those steps' directories (one rank calls it), as the next commit's retention would.
+void remove_unfinished_checkpoints(const std::string& out, const std::vector<int64_t>& steps);
+
 namespace detail {
 // commit_checkpoint with another checksum chunk size, recorded in the manifest: tests use small
 // chunks so that files of a few KiB have many chunks.
