@@ -3,6 +3,7 @@
 // escapes a job command on one rank aborts the whole job, so no rank is left waiting.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "quartet/commands/deck_sections.hpp"
 #include "quartet/commands/dpo_command.hpp"
@@ -20,7 +21,9 @@
 #include "quartet/core/cli.hpp"
 #include "quartet/core/log.hpp"
 #include "quartet/core/signals.hpp"
+#include "quartet/dist/dist_config.hpp"
 #include "quartet/dist/runtime.hpp"
+#include "quartet/dist/startup_deadline.hpp"
 #include "quartet/dist/watched_mpi.hpp"
 
 namespace {
@@ -101,6 +104,36 @@ const Command kCommands[] = {
      nullptr, quartet::run_plan},
 };
 
+// The commands that stop cleanly on SIGUSR1/SIGTERM (core/signals.hpp); the others keep the
+// signals' default action.
+bool stops_cleanly(const std::string& command) {
+  return command == "train" || command == "sft" || command == "dpo" || command == "rm";
+}
+
+// A stop request can come before main: the dynamic loader spends about half a second in
+// LibTorch's static initialisers, and SIGUSR1's default action ends the process (exit 138, which
+// slurm/train.sbatch takes for a crash). The executable's .preinit_array runs before any shared
+// library's initialiser, so the flag-only handlers are there from the first instant (for
+// `launch`, the signals it takes are blocked until it takes them).
+void install_stop_handlers_first(int argc, char** argv, char**) {
+  if (argc > 1 && stops_cleanly(argv[1])) quartet::install_stop_handlers();
+  if (argc > 1 && std::string(argv[1]) == "launch") quartet::block_launch_signals();
+}
+__attribute__((section(".preinit_array"), used)) void (*const kPreinit)(int, char**, char**) = install_stop_handlers_first;
+
+// dist.startup_timeout, read by this rank alone before MPI starts; the deck's real reading, with
+// its errors, comes after, so an unreadable deck here only means the default.
+double startup_timeout(const quartet::CommandLine& cl) {
+  try {
+    return quartet::deck_sections()
+        .load(cl.operand, quartet::read_deck_file(cl.operand), cl.overrides)
+        .get<quartet::DistConfig>()
+        .startup_timeout;
+  } catch (const std::exception&) {
+    return quartet::DistConfig{}.startup_timeout;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,9 +172,12 @@ int main(int argc, char** argv) {
   // Options that stand for deck keys join the overrides (the deck records where they came from).
   if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
   // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
-  if (cl.command == "train" || cl.command == "sft" || cl.command == "dpo" || cl.command == "rm")
-    quartet::install_stop_handlers();
+  if (stops_cleanly(cl.command)) quartet::install_stop_handlers();
+  quartet::StartupDeadline deadline(startup_timeout(cl));
   quartet::World world(&argc, &argv);
+  deadline.met();
+  // Again: MPI's runtime may have taken the signals over while it started.
+  if (stops_cleanly(cl.command)) quartet::install_stop_handlers();
   int status = 2;
   try {
     auto runtime = quartet::start_runtime(world, cl.operand, cl.overrides, quartet::deck_sections());

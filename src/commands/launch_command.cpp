@@ -113,12 +113,44 @@ const char* signal_name(int s) {
   }
 }
 
+// Whether process pid has a handler for SIGUSR1 (/proc/PID/status, SigCgt): a process that has
+// none yet (the first moments of mpirun, or of a rank) would be killed by it, its default action.
+bool catches_usr1(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGUSR1 - 1)) & 1;
+  return false;
+}
+
+// Where a stop request has yet to go: the ranks on this host told so far (one that starts
+// later, or has no handler yet, is told at a later tick, so that no request is lost), and
+// whether the launcher itself still waits for its copy.
+std::set<pid_t> g_told;
+bool g_launcher_owed = false;
+
+// SIGUSR1 to each rank on this host that has not had it and can take it; returns how many.
+int tell_ranks(pid_t launcher) {
+  int told = 0;
+  for (pid_t p : quartet_descendants(launcher))
+    if (!g_told.count(p) && catches_usr1(p) && ::kill(p, SIGUSR1) == 0) {
+      g_told.insert(p);
+      ++told;
+    }
+  return told;
+}
+
+void tell_launcher(pid_t launcher) {
+  if (g_launcher_owed && catches_usr1(launcher)) g_launcher_owed = ::kill(launcher, SIGUSR1) != 0;
+}
+
 void pass_on(int request, pid_t launcher, const std::string& program, int received) {
   if (request <= 2) {
-    int ranks = 0;
-    for (pid_t p : quartet_descendants(launcher)) ranks += ::kill(p, SIGUSR1) == 0;
+    g_told.clear();  // a second request goes to every rank again
+    const int ranks = tell_ranks(launcher);
     const bool relay = relays_usr1(program);
-    if (relay) ::kill(launcher, SIGUSR1);
+    g_launcher_owed = relay;
+    tell_launcher(launcher);
     std::fprintf(stderr, "quartet launch: %s (request %d): SIGUSR1 to %d rank(s) on this host%s: %s\n",
                  signal_name(received), request, ranks, relay ? (" and to " + base_name(program)).c_str() : "",
                  request == 1 ? "checkpoint after this iteration and exit 75 (a second request: stop sooner, exit 76)"
@@ -135,16 +167,29 @@ void pass_on(int request, pid_t launcher, const std::string& program, int receiv
   std::fflush(stderr);
 }
 
-}  // namespace
-
-int run_launch(const CommandLine& cl) {
-  // The signals are taken synchronously (sigtimedwait), so they are blocked from here on; the
-  // launcher gets the old mask back.
-  sigset_t wanted, old_mask;
+sigset_t launch_signals() {
+  sigset_t wanted;
   sigemptyset(&wanted);
   for (int s : kStopSignals) sigaddset(&wanted, s);
   sigaddset(&wanted, SIGCHLD);
+  return wanted;
+}
+
+}  // namespace
+
+void block_launch_signals() {
+  const sigset_t wanted = launch_signals();
+  ::sigprocmask(SIG_BLOCK, &wanted, nullptr);
+}
+
+int run_launch(const CommandLine& cl) {
+  // The signals are taken synchronously (sigtimedwait), so they are blocked from here on (from
+  // before main, block_launch_signals); the launcher gets the mask without them.
+  const sigset_t wanted = launch_signals();
+  sigset_t old_mask;
   QUARTET_CHECK(::sigprocmask(SIG_BLOCK, &wanted, &old_mask) == 0, "quartet launch: cannot block signals");
+  for (int s : kStopSignals) sigdelset(&old_mask, s);
+  sigdelset(&old_mask, SIGCHLD);
   const pid_t launcher = start(cl.rest, old_mask);
   int requests = 0;
   for (;;) {
@@ -158,7 +203,13 @@ int run_launch(const CommandLine& cl) {
     siginfo_t info{};
     const timespec tick{0, 200 * 1000 * 1000};  // also looks at the launcher without a SIGCHLD
     const int s = ::sigtimedwait(&wanted, &info, &tick);
-    if (s < 0 || s == SIGCHLD) continue;
+    if (s < 0 || s == SIGCHLD) {
+      if (requests > 0 && requests <= 2) {
+        tell_ranks(launcher);
+        tell_launcher(launcher);
+      }
+      continue;
+    }
     pass_on(++requests, launcher, cl.rest.front(), s);
   }
 }

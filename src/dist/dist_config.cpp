@@ -25,6 +25,7 @@ const Section<DistConfig>& dist_section() {
       choice("backend", &D::backend, kBackends, "collectives inside a group: auto (nccl on GPUs, else mpi) | nccl | mpi"),
       choice("device", &D::device, kDevices, "auto (a GPU when there is one) | cuda | cpu"),
       key("watchdog_timeout", &D::watchdog_timeout, above(0.0, "seconds"), "seconds a collective or exchange may stall before the job is aborted (> 0)"),
+      key("startup_timeout", &D::startup_timeout, above(0.0, "seconds"), "seconds MPI's start-up may take (a rank that never starts, or stops, ends the job after it) (> 0)"),
       parsed<D, std::uint64_t>("device_memory", &D::device_memory, "auto", parse_bytes, "memory of one device for the plan: auto (ask the device) or bytes, e.g. 80GiB"),
   }, check_backend);
   return section;

@@ -57,6 +57,11 @@ class Trainer {
   int run() {
     if (!refuse_or_plan()) return kExitUsage;
     const int first = build();
+    if (stop_.requested()) {
+      printf0("train: a stop request came during start-up: exit %d before iteration %d, with nothing new to "
+              "checkpoint\n", kExitResubmit, first + 1);
+      return kExitResubmit;
+    }
     if (first >= cfg_.get<RunConfig>().iterations) {
       printf0("train: the checkpoint is at iteration %d of %d: nothing left to do (raise run.iterations to go on)\n",
               first, cfg_.get<RunConfig>().iterations);

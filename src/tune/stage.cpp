@@ -47,6 +47,11 @@ class Stage {
   int run() {
     if (!refuse_or_plan()) return kExitUsage;
     const int64_t first = build();
+    if (stop_.requested()) {
+      printf0("%s: a stop request came during start-up: exit %d before step %lld, with nothing new to checkpoint\n",
+              name_.c_str(), kExitResubmit, static_cast<long long>(first + 1));
+      return kExitResubmit;
+    }
     if (first >= sch_.steps) {
       printf0("%s: the checkpoint is at step %lld of %lld: nothing left to do (raise the steps to go on)\n",
               name_.c_str(), static_cast<long long>(first), static_cast<long long>(sch_.steps));

@@ -25,5 +25,8 @@
 namespace quartet {
 
 int run_launch(const CommandLine& command_line);
+// Blocks the signals run_launch takes (they wait, pending, until it takes them): called before
+// LibTorch's initialisers run, so that a request in launch's first half-second is not a kill.
+void block_launch_signals();
 
 }  // namespace quartet

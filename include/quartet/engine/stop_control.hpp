@@ -17,6 +17,9 @@ class StopControl {
       : world_(world), time_limit_(time_limit), started_(started) {}
   // Collective, between phases: true when any rank has had a second stop request.
   bool stop_now() const;
+  // Collective: true when any rank has had a stop request (before the first iteration: a
+  // request during start-up ends the run there, exit 75, with nothing to checkpoint).
+  bool requested() const;
   // Collective, after an iteration of `iteration_seconds`; `checkpoint_seconds`: the last
   // checkpoint's write time (0 before the first).
   Stop after_iteration(double iteration_seconds, double checkpoint_seconds) const;
