@@ -1,5 +1,7 @@
 #include "quartet/core/deck.hpp"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -75,6 +77,10 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 std::string read_deck_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw DeckError("cannot read deck '" + path + "': it is a directory (give the deck file, e.g. " + path +
+                    "/train.deck)");
   std::ifstream in(path);
   if (!in) throw DeckError("cannot read deck '" + path + "': no such file or not readable");
   std::stringstream text;

@@ -330,6 +330,16 @@ torch::Tensor SafetensorsCheckpoint::get(const std::string& name) const {
   return file_of(name).get(name);
 }
 
+void check_finite_weights(const SafetensorsCheckpoint& checkpoint, const std::string& name, const torch::Tensor& values) {
+  if (values.numel() == 0 || !values.is_floating_point() || torch::isfinite(values).all().item<bool>()) return;
+  const torch::Tensor flat = values.reshape({-1});
+  const int64_t first = (~torch::isfinite(flat)).nonzero()[0][0].item<int64_t>();
+  fail(__FILE__, __LINE__,
+       checkpoint.dir() + ": tensor '" + name + "' holds " + std::to_string((~torch::isfinite(flat)).sum().item<int64_t>()) +
+           " NaN or infinite values (the first at flat element " + std::to_string(first) + ": " +
+           std::to_string(flat[first].item<double>()) + "): the weights are damaged");
+}
+
 torch::Tensor SafetensorsCheckpoint::slice(const std::string& name, int64_t dim, int64_t start,
                                            int64_t length) const {
   return file_of(name).slice(name, dim, start, length);

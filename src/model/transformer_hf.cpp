@@ -51,7 +51,9 @@ std::vector<std::string> TransformerImpl::load_hf(const SafetensorsCheckpoint& c
   torch::NoGradGuard no_grad;
   for (const auto& item : named_parameters(true)) {
     auto it = map.source.find(item.key());
-    if (it != map.source.end()) item.value().copy_(ckpt.get(it->second));
+    if (it == map.source.end()) continue;
+    item.value().copy_(ckpt.get(it->second));
+    check_finite_weights(ckpt, it->second, item.value());
   }
   return map.fresh;
 }

@@ -70,7 +70,9 @@ ParamSource source_from_checkpoint(std::shared_ptr<SafetensorsCheckpoint> ckpt, 
       return fresh(name, shape, begin, count);
     }
     if (count == 0) return torch::empty({0});  // names, shapes and dtypes are checked already
-    return ckpt->get(it->second).reshape({-1}).narrow(0, begin, count);
+    torch::Tensor part = ckpt->get(it->second).reshape({-1}).narrow(0, begin, count);
+    check_finite_weights(*ckpt, it->second, part);
+    return part;
   };
 }
 

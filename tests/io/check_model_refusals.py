@@ -17,7 +17,8 @@ Cases:
   sizes      hidden_size 2^62; a tokenizer larger than the model's vocabulary; a GPT-2 prompt
              plus new tokens beyond n_positions
   values     eos/pad ids outside the vocabulary (99999, -3, 2^64-1); bytes appended after the
-             safetensors data section; rollout.temperature = inf; algorithm.minibatch > batch
+             safetensors data section; rollout.temperature = inf; algorithm.minibatch > batch;
+             every weight NaN; a tokenizer.json vocabulary id of 1e9 (tokenize too)
   families   a model_type quartet does not have (gemma3); a rope scaling it does not have (yarn,
              as transformers 5 writes it and as transformers 4 did)
 """
@@ -141,6 +142,18 @@ def relabel(names_of):
             header[name]["dtype"] = "I32"
         return payload
     return edit
+
+
+def fill_nan(header, payload):
+    """Every F32 tensor's values NaN."""
+    data = bytearray(payload)
+    nan = struct.pack("<f", float("nan"))
+    for name, entry in header.items():
+        if name == "__metadata__" or entry["dtype"] != "F32":
+            continue
+        begin, end = entry["data_offsets"]
+        data[begin:end] = nan * ((end - begin) // 4)
+    return bytes(data)
 
 
 def add_tensor(header, payload):
@@ -272,11 +285,32 @@ def main():
     edit_config(m, rope_parameters=None, rope_theta=10000.0,
                 rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})
     cases.append(("rope_scaling yarn (v4 layout)", m, r"rope_scaling\.type 'yarn' is not supported", {}))
+    # 7: files that must not pass: a vocabulary id far past the tokens (a dense table of 1e9
+    # entries), weights that are all NaN (empty completions, exit 0, before)
+    m = damaged("vocab_id_1e9")
+    spec_path = os.path.join(m, "tokenizer.json")
+    with open(spec_path) as f:
+        spec = json.load(f)
+    token = next(t for t, i in spec["model"]["vocab"].items() if i == 100)
+    spec["model"]["vocab"][token] = 10 ** 9
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    vocab_pattern = r"tokenizer\.json: token '.*' has id 1000000000, far past the \d+ tokens of the file"
+    cases.append(("a vocabulary id of 1e9", m, vocab_pattern, {}))
+    m = damaged("all_nan")
+    edit_header(m, fill_nan)
+    cases.append(("every weight NaN", m, r"all_nan: tensor '[^']+' holds \d+ NaN or infinite values", {}))
     cases.append(("rollout.temperature = inf", llama, r"rollout\.temperature is inf: expected a finite number",
                   {"rollout.temperature": "inf"}))
     for case, model, pattern, extra in cases:
         for what in both:
             r.refuses(case, what, model, pattern, extra)
+    # `quartet tokenize` reads the same tokenizer: refused too, in bounded memory.
+    p = subprocess.run([quartet, "tokenize", os.path.join(work, "damaged", "vocab_id_1e9")], input="sort 12=\n",
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or not re.search(vocab_pattern, p.stderr) or CRASH.search(p.stderr):
+        fail(f"tokenize on a vocabulary id of 1e9: exit {p.returncode}:\n{p.stdout[-1000:]}{p.stderr[-2000:]}")
+    print(f"  {'a vocabulary id of 1e9':30} tokenize exit {p.returncode}")
 
     # 8: GPT-2's learned positions (n_positions 24): 16 prompt tokens + 12 new ones do not fit.
     r.refuses("prompt + new > n_positions", "train", gpt2, r"model\.actor\.path .*24 learned positions.*= 28",

@@ -77,6 +77,11 @@ class SafetensorsCheckpoint {
   mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
 
+// Throws, naming the checkpoint's directory, the tensor and its first bad element, when `values`
+// (tensor `name` of `checkpoint` as loaded, or a rank's part of it) hold a NaN or an infinity:
+// weights that can only make every output NaN (an all-NaN file generated empty completions).
+void check_finite_weights(const SafetensorsCheckpoint& checkpoint, const std::string& name, const torch::Tensor& values);
+
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // Writes one file atomically (path + ".tmp", fsynced, renamed into place), tensors made contiguous

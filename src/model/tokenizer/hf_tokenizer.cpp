@@ -34,8 +34,19 @@ void HfTokenizer::build_matchers() {
 
 void HfTokenizer::build_id_table() {
   int64_t size = 0;
-  for (const auto& [token, id] : bpe_->vocab()) size = std::max(size, id + 1);
-  for (const AddedToken& t : added_) size = std::max(size, t.id + 1);
+  std::string largest;  // the token of the largest id
+  auto see = [&](const std::string& token, int64_t id) {
+    if (id + 1 > size) size = id + 1, largest = token;
+  };
+  for (const auto& [token, id] : bpe_->vocab()) see(token, id);
+  for (const AddedToken& t : added_) see(t.content, t.id);
+  // Ids run 0..N-1 in every tokenizer a model is trained with (the embedding has a row per id),
+  // and the tables here are dense: an id far past the count of tokens is a damaged file, refused
+  // before it costs its size in memory.
+  const int64_t count = static_cast<int64_t>(bpe_->vocab().size() + added_.size());
+  QUARTET_CHECK(size <= 4 * count + 65536,
+                path_ + ": token '" + largest + "' has id " + std::to_string(size - 1) + ", far past the " +
+                    std::to_string(count) + " tokens of the file (ids run from 0 to about the number of tokens)");
   id_to_token_.assign(static_cast<size_t>(size), std::string());
   id_known_.assign(static_cast<size_t>(size), false);
   for (const auto& [token, id] : bpe_->vocab()) {
