@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -125,9 +126,10 @@ bool catches_usr1(pid_t pid) {
 
 // Where a stop request has yet to go: the ranks on this host told so far (one that starts
 // later, or has no handler yet, is told at a later tick, so that no request is lost), and
-// whether the launcher itself still waits for its copy.
+// whether the launcher itself still waits for its copy, owed since when.
 std::set<pid_t> g_told;
 bool g_launcher_owed = false;
+std::chrono::steady_clock::time_point g_owed_since;
 
 // SIGUSR1 to each rank on this host that has not had it and can take it; returns how many.
 int tell_ranks(pid_t launcher) {
@@ -140,8 +142,16 @@ int tell_ranks(pid_t launcher) {
   return told;
 }
 
+// The launcher passes SIGUSR1 on to every rank at once, one still loading too (which it would
+// kill), so its copy waits until it has a handler and every rank on this host has one; where
+// none runs here (all remote), a second after the request.
 void tell_launcher(pid_t launcher) {
-  if (g_launcher_owed && catches_usr1(launcher)) g_launcher_owed = ::kill(launcher, SIGUSR1) != 0;
+  if (!g_launcher_owed || !catches_usr1(launcher)) return;
+  const std::vector<pid_t> ranks = quartet_descendants(launcher);
+  for (pid_t p : ranks)
+    if (!catches_usr1(p)) return;
+  if (ranks.empty() && std::chrono::steady_clock::now() - g_owed_since < std::chrono::seconds(1)) return;
+  g_launcher_owed = ::kill(launcher, SIGUSR1) != 0;
 }
 
 void pass_on(int request, pid_t launcher, const std::string& program, int received) {
@@ -150,6 +160,7 @@ void pass_on(int request, pid_t launcher, const std::string& program, int receiv
     const int ranks = tell_ranks(launcher);
     const bool relay = relays_usr1(program);
     g_launcher_owed = relay;
+    g_owed_since = std::chrono::steady_clock::now();
     tell_launcher(launcher);
     std::fprintf(stderr, "quartet launch: %s (request %d): SIGUSR1 to %d rank(s) on this host%s: %s\n",
                  signal_name(received), request, ranks, relay ? (" and to " + base_name(program)).c_str() : "",
