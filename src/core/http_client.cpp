@@ -36,8 +36,19 @@ bool is_connection_error(CURLcode rc) {
   }
 }
 
+struct BodySink {
+  HttpResponse* response;
+  std::size_t max_bytes;
+};
+
+// Returning less than it was given makes libcurl end the transfer (CURLE_WRITE_ERROR).
 size_t append_body(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
+  auto* sink = static_cast<BodySink*>(out);
+  if (sink->response->body.size() + size * count > sink->max_bytes) {
+    sink->response->too_large = true;
+    return 0;
+  }
+  sink->response->body.append(data, size * count);
   return size * count;
 }
 
@@ -100,18 +111,20 @@ HttpClient::HttpClient(const std::string& url) : url_(url), handle_(std::make_un
 
 HttpClient::~HttpClient() = default;
 
-HttpResponse HttpClient::post_json(const std::string& json, double timeout_seconds) {
+HttpResponse HttpClient::post_json(const std::string& json, double timeout_seconds, std::size_t max_body_bytes) {
   CURL* curl = handle_->curl;
   HttpResponse response;
+  BodySink sink{&response, max_body_bytes};
   set_common(curl, url_, handle_->error, timeout_seconds);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, handle_->headers);
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(json.size()));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "quartet/" QUARTET_VERSION);
   const CURLcode rc = curl_easy_perform(curl);
+  if (response.too_large) return response;
   if (rc != CURLE_OK) transport_failed("POST " + url_, rc, handle_->error);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   return response;

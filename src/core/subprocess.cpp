@@ -151,13 +151,15 @@ Subprocess::~Subprocess() {
   close_fd(&err_);
 }
 
-Subprocess::Reply Subprocess::exchange(const std::string& request, double timeout_seconds) {
+Subprocess::Reply Subprocess::exchange(const std::string& request, double timeout_seconds, std::size_t max_line_bytes) {
   const double deadline = now_seconds() + timeout_seconds;
   std::size_t written = 0;
   bool writing = !request.empty();
   if (writing && in_ < 0) return {Outcome::closed, ""};
   for (bool first = true;; first = false) {
     const std::size_t newline = out_buffer_.find('\n');
+    if ((newline == std::string::npos ? out_buffer_.size() : newline) > max_line_bytes)
+      return {Outcome::too_long, out_buffer_.substr(0, 200)};
     if (!writing && newline != std::string::npos) {
       Reply r{Outcome::line, out_buffer_.substr(0, newline)};
       out_buffer_.erase(0, newline + 1);
@@ -190,7 +192,7 @@ Subprocess::Reply Subprocess::exchange(const std::string& request, double timeou
       if (!write_some(request, &written)) return {Outcome::closed, ""};
       writing = written < request.size();
     }
-    if (fds[out_at].revents) out_eof_ = !read_stdout();
+    if (fds[out_at].revents) out_eof_ = !read_stdout(max_line_bytes);
   }
 }
 
@@ -214,9 +216,9 @@ bool Subprocess::write_some(const std::string& request, std::size_t* written) {
   return true;
 }
 
-bool Subprocess::read_stdout() {
+bool Subprocess::read_stdout(std::size_t stop_after) {
   char buf[65536];
-  for (;;) {
+  while (out_buffer_.size() <= stop_after) {
     const ssize_t n = read(out_, buf, sizeof buf);
     if (n > 0) {
       out_buffer_.append(buf, static_cast<std::size_t>(n));
@@ -230,6 +232,7 @@ bool Subprocess::read_stdout() {
       system_failed("reading the output of '" + command_ + "'", errno);
     }
   }
+  return true;  // past the cap: exchange() reports a line too long
 }
 
 void Subprocess::drain_stderr() {

@@ -84,4 +84,14 @@ std::string duration_text(double s) {
   return buf;
 }
 
+std::string bytes_text(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) value /= 1024.0, ++unit;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g%s", value, kUnits[unit]);
+  return text;
+}
+
 }  // namespace quartet

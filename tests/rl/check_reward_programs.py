@@ -198,6 +198,23 @@ def main():
         program_failure(launcher, quartet, work, "sleep",
                         WHO + r" did not answer " + ROWS + r" within 2 s \(model.reward.timeout\), so quartet killed "
                         r"it .*; the program was killed by signal 9", "model.reward.timeout=2")
+    elif scenario == "endless":
+        program_failure(launcher, quartet, work, "endless",
+                        WHO + r" answered " + ROWS + r" with more than 1MiB before the end of its reply line "
+                        r"\(model.reward.max_reply\), which begins:\n    \| 7777", "model.reward.max_reply=1MiB")
+    elif scenario == "nan":
+        program_failure(launcher, quartet, work, "nan",
+                        WHO + r" answered " + ROWS + r" with NaN at scores\[2\] \(prompt row \d+\), which JSON does "
+                        r"not have \(Python's json.dumps writes NaN and Infinity")
+    elif scenario == "http_endless":
+        http_failure(launcher, quartet, work, "endless",
+                     r"reward endpoint http://127.0.0.1:\d+/score \(model.reward.kind\) answered " + ROWS +
+                     r" with a body of more than 1MiB \(model.reward.max_reply\): quartet stopped reading it",
+                     "model.reward.max_reply=1MiB")
+    elif scenario == "http_nan":
+        http_failure(launcher, quartet, work, "nan",
+                     r"reward endpoint http://127.0.0.1:\d+/score \(model.reward.kind\) answered " + ROWS +
+                     r" with NaN at rewards\[2\] \(prompt row \d+\), which JSON does not have")
     elif scenario == "http_status500":
         http_failure(launcher, quartet, work, "status500",
                      r"reward endpoint http://127.0.0.1:\d+/score \(model.reward.kind\) answered " + ROWS +

@@ -76,6 +76,12 @@ def program(mode, pid_dir):
                 reply["scores"][2] = "1.0"
             if mode == "sleep":
                 time.sleep(120)
+            if mode == "endless":  # a reply line that never ends
+                while True:
+                    sys.stdout.write("7" * 65536)
+                    sys.stdout.flush()
+            if mode == "nan":  # what json.dumps writes for float('nan')
+                reply["scores"][2] = float("nan")
             if mode == "slow" and batches > 3:
                 time.sleep(3.0)
             if mode == "exit_after_reply":
@@ -106,6 +112,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(200, "<html>Bad Gateway</html>\n")
         if Handler.mode == "wrong_count":
             return self.reply(200, json.dumps({"rewards": scores_of(samples)[:-1]}))
+        if Handler.mode == "nan":
+            scores = scores_of(samples)
+            scores[2] = float("nan")
+            return self.reply(200, json.dumps({"rewards": scores}))
+        if Handler.mode == "endless":  # a body announced as 1 TB, sent until the client hangs up
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(10 ** 12))
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"7" * 65536)
+            except (BrokenPipeError, ConnectionResetError):
+                return
         # OpenRLHF's fields must say what the samples say.
         openrlhf = ([s["prompt"] + s["completion"] for s in samples], [s["prompt"] for s in samples],
                     [s["answer"] if s["answer"] is not None else "" for s in samples])

@@ -83,6 +83,19 @@ TEST(Subprocess, LargeRequestAndReplyAtOnce) {
   EXPECT_EQ(r.line, big);
 }
 
+TEST(Subprocess, LineWithoutEndStopsAtItsCap) {
+  // A program that writes without a newline and without end: the reply is given up past the cap,
+  // with the line's start, and no more than about the cap is kept.
+  Subprocess p("yes 7 | tr -d '\\n'");
+  Subprocess::Reply r = p.exchange("ping\n", 30, 1 << 20);
+  ASSERT_EQ(r.outcome, Subprocess::Outcome::too_long);
+  EXPECT_EQ(r.line, std::string(200, '7'));
+  // A line within the cap is a line.
+  Subprocess q("cat");
+  EXPECT_EQ(q.exchange(std::string(1000, 'x') + "\n", 30, 1000).outcome, Subprocess::Outcome::line);
+  EXPECT_EQ(q.exchange(std::string(1001, 'x') + "\n", 30, 1000).outcome, Subprocess::Outcome::too_long);
+}
+
 TEST(Subprocess, ChattyStderrDoesNotBlockIt) {
   // 1 MB on stderr before it reads a byte: stderr is drained while quartet waits.
   Subprocess p("head -c 1000000 /dev/zero | tr '\\0' 'e' >&2; echo; cat");
@@ -237,6 +250,16 @@ TEST(RewardProtocol, ScoresAreCheckedOneByOne) {
                        "is \"3\", not a finite number"));
   EXPECT_TRUE(contains(error_of([&] { scores_from(json::parse("{\"a\": 1}"), batch, "p"); }),
                        "p: the scores are not a list but {\"a\":1}"));
+}
+
+TEST(RewardProtocol, NanAndInfinityInARawReplyAreNamedWithTheirRow) {
+  // What Python's json.dumps writes for float('nan') and float('inf'): not JSON, named as such.
+  const std::vector<RewardSample> batch = samples({10, 11, 12});
+  EXPECT_EQ(nonfinite_in_reply(R"({"id": 3, "scores": [0.5, [1], NaN]})", batch), "NaN at scores[2] (prompt row 12)");
+  EXPECT_EQ(nonfinite_in_reply(R"({"rewards":[-Infinity, 1, 2]})", batch), "-Infinity at rewards[0] (prompt row 10)");
+  EXPECT_EQ(nonfinite_in_reply(R"({"scores": [1, 2, 3, 4, Infinity]})", batch), "Infinity at scores[4]");
+  EXPECT_EQ(nonfinite_in_reply(R"({"scores": [1, 2, 3], "why": "NaN-free"})", batch), "");
+  EXPECT_EQ(nonfinite_in_reply("Loading... done", batch), "");
 }
 
 TEST(RewardProtocol, ManyRowsAreShortened) {

@@ -25,6 +25,7 @@ class HttpTransportError : public Error {
 struct HttpResponse {
   long status = 0;   // 200, 500, ...
   std::string body;
+  bool too_large = false;  // the body passed max_body_bytes: the transfer was cut there
 };
 
 class HttpClient {
@@ -38,7 +39,8 @@ class HttpClient {
   // POSTs `json` (Content-Type: application/json) and returns the response, whatever its
   // status; connecting and the whole exchange must fit in timeout_seconds. A failure to get a
   // response is an HttpTransportError.
-  HttpResponse post_json(const std::string& json, double timeout_seconds);
+  // A body longer than max_body_bytes is cut off there (too_large), not read to its end.
+  HttpResponse post_json(const std::string& json, double timeout_seconds, std::size_t max_body_bytes);
   // Opens a connection (and, for https, the TLS session) and closes it without a request:
   // whether a server listens there. HttpTransportError when not.
   void probe(double timeout_seconds);

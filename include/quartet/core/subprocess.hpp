@@ -36,14 +36,17 @@ class Subprocess {
     line,       // a whole line arrived on stdout (the request was written in full)
     closed,     // the program closed its stdout or its stdin (it exited, most likely)
     timed_out,  // the deadline passed first
+    too_long,   // stdout grew past max_line_bytes without ending the line
   };
   struct Reply {
     Outcome outcome = Outcome::timed_out;
     std::string line;  // outcome line: the line, without its '\n'
   };
   // Writes `request` (the caller ends it with '\n') and reads the next line of stdout, both
-  // within timeout_seconds from now.
-  Reply exchange(const std::string& request, double timeout_seconds);
+  // within timeout_seconds from now; a line longer than max_line_bytes is not waited for (its
+  // bytes are not kept past the cap: a program writing without end cannot fill the memory).
+  static constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
+  Reply exchange(const std::string& request, double timeout_seconds, std::size_t max_line_bytes = kNoLimit);
 
   // Gives the program up to grace_seconds to exit by itself, then kills its process group
   // (SIGKILL), reaps it and says how it ended: "exited with status 3", "was killed by signal 11
@@ -63,7 +66,7 @@ class Subprocess {
 
  private:
   bool write_some(const std::string& request, std::size_t* written);  // false: EPIPE
-  bool read_stdout();                                                 // false: end of file
+  bool read_stdout(std::size_t stop_after);  // false: end of file; reads no more once past stop_after
   void drain_stderr();
   void add_stderr(const char* data, std::size_t n);
   bool wait_for_exit(double seconds);  // true when it has exited within `seconds` (not reaped)

@@ -15,6 +15,10 @@ long long leading_integer(const std::string& text, std::size_t* used);
 // "80GiB", "40 GB", "512MiB", "1e9", "auto" (= 0) as bytes; throws std::invalid_argument on anything else.
 std::uint64_t parse_bytes(const std::string& text);
 
+// Bytes as the deck would write them, in the largest binary unit that keeps a number of at least
+// 1: "64MiB", "1.5GiB", "512B".
+std::string bytes_text(std::uint64_t bytes);
+
 // "3600", "90m", "23h30m", "1h5m30s", "45s", "2d" as seconds; throws std::invalid_argument.
 double parse_duration(const std::string& text);
 

@@ -5,6 +5,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/http_client.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_protocol.hpp"
 
@@ -27,8 +28,12 @@ class RewardEndpoint : public RewardFunction {
     if (batch.empty()) return {};
     const std::string body = endpoint_request(batch);
     HttpResponse response;
-    with_retries("POST", [&] { response = client_.post_json(body, call_.timeout); });
+    with_retries("POST", [&] { response = client_.post_json(body, call_.timeout, static_cast<std::size_t>(call_.max_reply)); });
     const std::string what = "the batch of " + batch_rows(batch);
+    if (response.too_large)
+      fail(__FILE__, __LINE__, who_ + " answered " + what + " with a body of more than " + bytes_text(call_.max_reply) +
+                                   " (model.reward.max_reply): quartet stopped reading it; it begins:" +
+                                   quoted_lines(response.body, 2));
     if (response.status != 200)
       fail(__FILE__, __LINE__, who_ + " answered " + what + " with HTTP status " + std::to_string(response.status) +
                                    "; the first lines of its body:" + quoted_lines(response.body, 5));
@@ -36,6 +41,11 @@ class RewardEndpoint : public RewardFunction {
     try {
       parsed = json::parse(response.body);
     } catch (const json::exception& e) {
+      const std::string nonfinite = nonfinite_in_reply(response.body, batch);
+      if (!nonfinite.empty())
+        fail(__FILE__, __LINE__, who_ + " answered " + what + " with " + nonfinite +
+                                     ", which JSON does not have (Python's json.dumps writes NaN and Infinity for "
+                                     "float('nan') and float('inf')): give each row a finite score");
       fail(__FILE__, __LINE__, who_ + " answered " + what + " with a body that is not JSON (" + json_reason(e) +
                                    "):" + quoted_lines(response.body, 5));
     }

@@ -4,6 +4,7 @@
 
 #include "quartet/core/check.hpp"
 #include "quartet/core/subprocess.hpp"
+#include "quartet/core/units.hpp"
 #include "quartet/rl/rewards/reward_call_config.hpp"
 #include "quartet/rl/rewards/reward_protocol.hpp"
 
@@ -39,7 +40,13 @@ class RewardProgram : public RewardFunction {
   std::vector<double> exchange(const std::vector<RewardSample>& batch, double timeout, const std::string& what,
                                const char* key) {
     const int64_t id = next_id_++;
-    const Subprocess::Reply reply = process_->exchange(program_request(id, batch), timeout);
+    const Subprocess::Reply reply =
+        process_->exchange(program_request(id, batch), timeout, static_cast<std::size_t>(call_.max_reply));
+    if (reply.outcome == Subprocess::Outcome::too_long)
+      stop("answered " + what + " with more than " + bytes_text(call_.max_reply) +
+               " before the end of its reply line (model.reward.max_reply), which begins:" + quoted_lines(reply.line, 1) +
+               "\n  (a reply is one line of JSON ending in a newline)",
+           0);
     if (reply.outcome == Subprocess::Outcome::timed_out) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeout);
@@ -54,6 +61,11 @@ class RewardProgram : public RewardFunction {
     try {
       parsed = json::parse(reply.line);
     } catch (const json::exception& e) {
+      const std::string nonfinite = nonfinite_in_reply(reply.line, batch);
+      if (!nonfinite.empty())
+        stop("answered " + what + " with " + nonfinite + ", which JSON does not have (Python's json.dumps writes " +
+                 "NaN and Infinity for float('nan') and float('inf')): give each row a finite score",
+             0);
       stop("answered " + what + " with a line that is not JSON (" + json_reason(e) + "):" + quoted_lines(reply.line, 3) +
                "\n  (stdout is for replies alone: write anything else to stderr)",
            0);

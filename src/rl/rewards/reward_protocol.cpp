@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <regex>
 
 #include "quartet/core/check.hpp"
 
@@ -95,6 +96,29 @@ std::string batch_rows(const std::vector<RewardSample>& batch) {
   }
   return std::string(rows.size() == 1 ? "prompt row " : "prompt rows ") + text + " (" + std::to_string(batch.size()) +
          " sample" + (batch.size() == 1 ? "" : "s") + ")";
+}
+
+std::string nonfinite_in_reply(const std::string& text, const std::vector<RewardSample>& batch) {
+  static const std::regex token(R"(([\[,:]\s*)(-?(?:NaN|Infinity)))");
+  std::smatch m;
+  if (!std::regex_search(text, m, token)) return "";
+  const std::size_t at = static_cast<std::size_t>(m.position(2));
+  std::string where = m.str(2);
+  // Its place in the scores' array: the commas at the array's own depth before it.
+  static const std::regex array(R"x("(scores|rewards)"\s*:\s*\[)x");
+  std::smatch a;
+  if (std::regex_search(text, a, array) && static_cast<std::size_t>(a.position(0) + a.length(0)) <= at) {
+    std::size_t index = 0;
+    int depth = 0;
+    for (std::size_t i = static_cast<std::size_t>(a.position(0) + a.length(0)); i < at; ++i) {
+      if (text[i] == '[' || text[i] == '{') ++depth;
+      else if (text[i] == ']' || text[i] == '}') --depth;
+      else if (text[i] == ',' && depth == 0) ++index;
+    }
+    where += " at " + a.str(1) + "[" + std::to_string(index) + "]";
+    if (index < batch.size()) where += " (prompt row " + std::to_string(batch[index].row) + ")";
+  }
+  return where;
 }
 
 std::string json_reason(const nlohmann::json::exception& e) {

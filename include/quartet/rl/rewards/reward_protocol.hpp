@@ -44,6 +44,11 @@ std::vector<double> scores_from(const nlohmann::json& list, const std::vector<Re
 // one row is at fault for.
 std::string batch_rows(const std::vector<RewardSample>& batch);
 
+// For a reply that is not JSON because it holds NaN or Infinity (Python's json.dumps writes them
+// for float('nan') and float('inf'); JSON has neither): "NaN at scores[3] (prompt row 17)", or
+// "" when it holds none.
+std::string nonfinite_in_reply(const std::string& text, const std::vector<RewardSample>& batch);
+
 // The parser's reason without its "[json.exception.parse_error.101] " tag.
 std::string json_reason(const nlohmann::json::exception& e);
 
