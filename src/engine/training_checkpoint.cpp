@@ -19,6 +19,7 @@
 #include "quartet/engine/checkpoint_config.hpp"
 #include "quartet/io/checkpoint_dir.hpp"
 #include "quartet/io/checkpoint_identity.hpp"
+#include "quartet/io/run_file.hpp"
 #include "quartet/io/sharded_h5.hpp"
 #include "quartet/io/tensor_h5.hpp"
 #include "quartet/model/model_spec.hpp"
@@ -248,6 +249,25 @@ CheckpointNeeds resume_needs(const Runtime& rt, const CheckpointStage& stage) {
 
 }  // namespace
 
+namespace {
+
+// A step found by itself (checkpoint.resume = auto) must be this run's: one copied from another
+// run, or a run.out two runs share, would continue the run file with another run's state in
+// silence. Every rank reads the same two attributes, so every rank reaches the same verdict.
+void check_same_run(const Config& cfg, const std::string& step, const CheckpointStage& stage) {
+  const std::string run_file = cfg.get<RunConfig>().out + "/run.h5";
+  const std::string file_run = run_file_run_id(run_file);
+  const std::string step_run = read_attribute_h5(step + "/trainer.h5", "run_id");
+  if (file_run.empty() || step_run == file_run) return;
+  cfg.deck.fail("checkpoint.resume",
+                "is auto, and the newest intact checkpoint, " + step + ", belongs to run " + step_run + ", but " +
+                    run_file + " to run " + file_run + ": a step copied from another run, or one run.out for two "
+                    "runs. Give run.out a directory of its own, or name the step in checkpoint.resume to " +
+                    stage.name + " from it on purpose");
+}
+
+}  // namespace
+
 std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const CheckpointStage& stage) {
   const Config& cfg = rt.config;
   const World& world = rt.world;
@@ -297,6 +317,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
       if (world.rank() == 0) remove_unfinished_checkpoints(out, unfinished);
       watched::barrier(world.comm(), "the unfinished checkpoints removed");
     }
+    if (found) check_same_run(cfg, found->dir, stage);
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
   // Checkpoints, and none of them intact: starting over would overwrite run.h5's history and

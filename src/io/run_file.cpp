@@ -302,6 +302,11 @@ class WriteLock {
 
 }  // namespace
 
+std::string run_file_run_id(const std::string& path) {
+  if (!path_exists(path)) return "";
+  return read_string_attr(open_serial(path, H5F_ACC_RDONLY).id, "run_id");
+}
+
 RunFile::RunFile(const std::string& dir, MPI_Comm comm, const RunFileInfo& info,
                  const std::vector<double>& planned_memory)
     : path_(dir + "/run.h5"), comm_(comm), world_size_(info.world_size) {
@@ -322,6 +327,7 @@ RunFile::RunFile(const std::string& dir, MPI_Comm comm, const RunFileInfo& info,
         string_attr(file.id, "software", "quartet");
         string_attr(file.id, "version", info.version);
         string_attr(file.id, "git_commit", info.git_commit);
+        string_attr(file.id, "run_id", info.run_id);
         string_attr(file.id, "deck", info.deck);
         string_attr(file.id, "start_time", utc_iso());
         string_attr(file.id, "placement", info.placement);

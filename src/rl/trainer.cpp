@@ -246,6 +246,7 @@ int Trainer::build() {
 void Trainer::open_run_file(const TrainerState& state) {
   RoleModel& actor = *model(Role::actor);
   RunFileInfo info;
+  info.run_id = run_id_;
   info.version = QUARTET_VERSION;
   info.git_commit = git_commit();
   info.deck = cfg_.deck.resolved();

@@ -151,6 +151,7 @@ int64_t Stage::build() {
 void Stage::open_run_file(const TrainerState& state) {
   RoleModel& model = *trained();
   RunFileInfo info;
+  info.run_id = run_id_;
   info.version = QUARTET_VERSION;
   info.git_commit = git_commit();
   info.deck = cfg_.deck.resolved();

@@ -8,6 +8,7 @@ REFERENCE: the uninterrupted run, made once by the scenario `reference` (a ctest
 scenarios of the plain deck to share; without it a scenario makes its own.
 SCENARIO: reference | signals | double_signal | time_limit | corrupt | all_damaged | reshard | launch |
           launch_double | unfinished (checkpoints whose write was cut short: no manifest.json) |
+          foreign (a step of another run in run.out) |
           same_seed (two fresh runs of one deck: the same checkpoint, generator states included) |
           eval (with [eval] at every iteration: a stop and resume, and a fall-back to an earlier
           checkpoint, continue /eval as the uninterrupted run wrote it, no point lost or twice)
@@ -182,7 +183,7 @@ def main():
         reference = shared
         with open(os.path.join(shared, "output.txt")) as f:
             reference_output = f.read()
-    elif scenario != "reshard":  # resharding is checked against the iterations alone
+    elif scenario not in ("reshard", "foreign"):  # checked against the iterations alone, or against nothing
         reference = os.path.join(work, "uninterrupted")
         reference_output = run_to_end(launcher, 3, reference)
 
@@ -381,6 +382,25 @@ def main():
         if not re.search(rf"{newest} under .* never committed .*removed; resuming from step_{at}", output):
             fail(f"no word of the unfinished {newest} removed:\n{output[-3000:]}")
         same_run(reference, out, f"an unfinished {newest}, resumed from step_{at}")
+
+    elif scenario == "foreign":
+        # A step of another run (another seed) copied over this run's newest: not resumed in
+        # silence but refused (exit 2), naming both runs; named in checkpoint.resume, it is taken.
+        mine, other = os.path.join(work, "mine"), os.path.join(work, "other")
+        run_to_end(launcher, 3, mine, "run.iterations=8")
+        run_to_end(launcher, 3, other, "run.iterations=8", "run.seed=2")
+        step = os.path.join(mine, "checkpoints", "step_8")
+        shutil.rmtree(step)
+        shutil.copytree(os.path.join(other, "checkpoints", "step_8"), step)
+        text = run_to_end(launcher, 3, mine, "run.iterations=12", expect=2)
+        if not re.search(r"checkpoint\.resume.*is auto, and the newest intact checkpoint, \S+/step_8, belongs to run "
+                         r"\S+, but \S+/run\.h5 to run \S+: a step copied from another run", text):
+            fail(f"a step of another run was not refused by name:\n{text[-3000:]}")
+        _, at = resumed_from(run_to_end(launcher, 3, mine, "run.iterations=12", f"checkpoint.resume={step}"))
+        if at != 8:
+            fail(f"named in checkpoint.resume, the other run's step_8 was not taken (resumed at {at})")
+        print("check_resume: a step of another run is refused with checkpoint.resume = auto, and taken when named")
+        return
 
     elif scenario == "all_damaged":
         # Every checkpoint damaged: train refuses (exit 2), naming each, and changes nothing; with

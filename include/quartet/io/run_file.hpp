@@ -49,6 +49,7 @@ namespace quartet {
 
 struct RunFileInfo {
   std::string version, git_commit, deck, placement, algorithm;
+  std::string run_id;  // the run's identity, as its checkpoints carry it (engine/training_checkpoint.hpp)
   // One line per model read from a directory: "actor = <as the deck gave it> -> <directory>"
   // (an hf: path's snapshot, whose folder name is the commit).
   std::string model_paths;
@@ -104,6 +105,10 @@ class RunFile {
   std::int64_t complete_ = 0;
   std::int64_t world_size_ = 1;
 };
+
+// The run_id attribute of the run file at `path` (read without the write lock: it is written
+// once, when the file is made); "" when there is no such file, or it predates run_id.
+std::string run_file_run_id(const std::string& path);
 
 // `quartet inspect RUN.h5`: a summary of a run file (attributes, iterations, the last and best
 // values of the main metrics, rollout groups), or a clear error for a foreign or damaged file.
