@@ -8,7 +8,7 @@ gets through MPI's start-up ends it, named, within dist.startup_timeout.
            started yet), the run file absent or readable, and the job resubmitted runs to the end
   ranks    SIGUSR1 to every rank the moment it has its handler, before LibTorch's initialisers
            (as srun relays Slurm's warning): exit 75, not 138 (SIGUSR1's default action)
-  stalled  one rank stopped (SIGSTOP) the moment it starts: the others give up on MPI's start-up
+  stalled  one rank stopped (SIGSTOP) while it loads: the others give up on MPI's start-up
            after dist.startup_timeout (5 s here), saying so, and the job ends: no rank is left
 """
 import os
@@ -149,9 +149,12 @@ def main():
     print(f"  {case}: exit {rc}, {run_file_readable(out, case)}", flush=True)
 
     # stalled: a rank stopped before MPI_Init; the others wait there until dist.startup_timeout.
-    case = "one rank stopped the moment it started"
+    # It is stopped once it runs quartet (its handler is there, LibTorch still loading): a child
+    # stopped between mpirun's fork and its exec would stall mpirun itself, which no rank can end.
+    case = "one rank stopped while it loads, before MPI_Init"
     p = start(train(os.path.join(work, "stalled"), "dist.startup_timeout=5"))
     pids = wait_for_ranks(p.pid, 3, p)
+    wait_until_taken(pids[-1], "SigCgt", p)
     os.kill(pids[-1], signal.SIGSTOP)
     t0 = time.monotonic()
     rc, text = finish(p, case)
