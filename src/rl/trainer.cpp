@@ -216,6 +216,12 @@ int Trainer::build() {
   printf0("train: %s, %s placement (%s), %d iterations\n", name_of(al_.algorithm), name_of(rt_.placement.mode),
           rt_.placement.describe().c_str(), cfg_.get<RunConfig>().iterations);
   if (!reward_reading_.note.empty()) printf0("train: %s\n", reward_reading_.note.c_str());
+  // A chunk larger than the batch is the batch: said, not refused, since decks set micro_batch
+  // for their batch and a smaller rollout.batch given on the command line keeps it.
+  const RolloutConfig& rollout = cfg_.get<RolloutConfig>();
+  if (rollout.micro_batch > rollout.batch)
+    printf0("train: rollout.micro_batch %d is more than rollout.batch %d: each generation is one chunk of %d prompts\n",
+            rollout.micro_batch, rollout.batch, rollout.batch);
   models_ = build_role_models(cfg_, *rt_.groups, rt_.device, resume_.value_or(""));
   TrainerState state;
   if (resume_) {
