@@ -171,12 +171,11 @@ int main(int argc, char** argv) {
 
   // Options that stand for deck keys join the overrides (the deck records where they came from).
   if (cl.has("time-limit")) cl.overrides.push_back("run.time_limit=" + cl.options.at("time-limit"));
-  // Before MPI starts its threads: a stop request only sets a flag (core/signals.hpp).
-  if (stops_cleanly(cl.command)) quartet::install_stop_handlers();
+  // The stop handlers are in place since .preinit_array; again now, as MPI's runtime may have
+  // taken the signals over while it started.
   quartet::StartupDeadline deadline(startup_timeout(cl));
   quartet::World world(&argc, &argv);
   deadline.met();
-  // Again: MPI's runtime may have taken the signals over while it started.
   if (stops_cleanly(cl.command)) quartet::install_stop_handlers();
   int status = 2;
   try {

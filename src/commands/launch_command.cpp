@@ -131,37 +131,36 @@ std::set<pid_t> g_told;
 bool g_launcher_owed = false;
 std::chrono::steady_clock::time_point g_owed_since;
 
-// SIGUSR1 to each rank on this host that has not had it and can take it; returns how many.
-int tell_ranks(pid_t launcher) {
+// SIGUSR1 to each rank on this host that has not had it and can take it, then the launcher's
+// copy when it is owed; returns how many ranks were told. The launcher passes SIGUSR1 on to every
+// rank at once, one still loading too (which it would kill), so its copy waits until it has a
+// handler and every rank on this host has one; where none runs here (all remote), a second
+// after the request.
+int deliver(pid_t launcher) {
   int told = 0;
-  for (pid_t p : quartet_descendants(launcher))
-    if (!g_told.count(p) && catches_usr1(p) && ::kill(p, SIGUSR1) == 0) {
+  bool all_ready = true;
+  const std::vector<pid_t> ranks = quartet_descendants(launcher);
+  for (pid_t p : ranks) {
+    const bool ready = catches_usr1(p);
+    all_ready = all_ready && ready;
+    if (ready && !g_told.count(p) && ::kill(p, SIGUSR1) == 0) {
       g_told.insert(p);
       ++told;
     }
+  }
+  const bool waited = !ranks.empty() || std::chrono::steady_clock::now() - g_owed_since >= std::chrono::seconds(1);
+  if (g_launcher_owed && all_ready && waited && catches_usr1(launcher))
+    g_launcher_owed = ::kill(launcher, SIGUSR1) != 0;
   return told;
-}
-
-// The launcher passes SIGUSR1 on to every rank at once, one still loading too (which it would
-// kill), so its copy waits until it has a handler and every rank on this host has one; where
-// none runs here (all remote), a second after the request.
-void tell_launcher(pid_t launcher) {
-  if (!g_launcher_owed || !catches_usr1(launcher)) return;
-  const std::vector<pid_t> ranks = quartet_descendants(launcher);
-  for (pid_t p : ranks)
-    if (!catches_usr1(p)) return;
-  if (ranks.empty() && std::chrono::steady_clock::now() - g_owed_since < std::chrono::seconds(1)) return;
-  g_launcher_owed = ::kill(launcher, SIGUSR1) != 0;
 }
 
 void pass_on(int request, pid_t launcher, const std::string& program, int received) {
   if (request <= 2) {
     g_told.clear();  // a second request goes to every rank again
-    const int ranks = tell_ranks(launcher);
     const bool relay = relays_usr1(program);
     g_launcher_owed = relay;
     g_owed_since = std::chrono::steady_clock::now();
-    tell_launcher(launcher);
+    const int ranks = deliver(launcher);
     std::fprintf(stderr, "quartet launch: %s (request %d): SIGUSR1 to %d rank(s) on this host%s: %s\n",
                  signal_name(received), request, ranks, relay ? (" and to " + base_name(program)).c_str() : "",
                  request == 1 ? "checkpoint after this iteration and exit 75 (a second request: stop sooner, exit 76)"
@@ -215,10 +214,7 @@ int run_launch(const CommandLine& cl) {
     const timespec tick{0, 200 * 1000 * 1000};  // also looks at the launcher without a SIGCHLD
     const int s = ::sigtimedwait(&wanted, &info, &tick);
     if (s < 0 || s == SIGCHLD) {
-      if (requests > 0 && requests <= 2) {
-        tell_ranks(launcher);
-        tell_launcher(launcher);
-      }
+      if (requests > 0 && requests <= 2) deliver(launcher);
       continue;
     }
     pass_on(++requests, launcher, cl.rest.front(), s);

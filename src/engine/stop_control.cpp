@@ -6,17 +6,15 @@
 
 namespace quartet {
 
-bool StopControl::stop_now() const {
+int StopControl::requests_on_any_rank() const {
   int requests = stop_requests();
   watched::allreduce(MPI_IN_PLACE, &requests, 1, MPI_INT, MPI_MAX, world_.comm(), "the stop requests seen");
-  return requests >= 2;
+  return requests;
 }
 
-bool StopControl::requested() const {
-  int requests = stop_requests();
-  watched::allreduce(MPI_IN_PLACE, &requests, 1, MPI_INT, MPI_MAX, world_.comm(), "the stop requests seen");
-  return requests >= 1;
-}
+bool StopControl::stop_now() const { return requests_on_any_rank() >= 2; }
+
+bool StopControl::requested() const { return requests_on_any_rank() >= 1; }
 
 Stop StopControl::after_iteration(double iteration_seconds, double checkpoint_seconds) const {
   // [0] stop requests seen by any rank, [1] rank 0's verdict on the time limit.

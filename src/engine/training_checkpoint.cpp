@@ -253,11 +253,22 @@ namespace {
 
 // A step found by itself (checkpoint.resume = auto) must be this run's: one copied from another
 // run, or a run.out two runs share, would continue the run file with another run's state in
-// silence. Every rank reads the same two attributes, so every rank reaches the same verdict.
-void check_same_run(const Config& cfg, const std::string& step, const CheckpointStage& stage) {
+// silence. Collective: rank 0 reads the two run ids (or fails to), and every rank gets them.
+void check_same_run(const Config& cfg, const World& world, const std::string& step, const CheckpointStage& stage) {
   const std::string run_file = cfg.get<RunConfig>().out + "/run.h5";
-  const std::string file_run = run_file_run_id(run_file);
-  const std::string step_run = read_attribute_h5(step + "/trainer.h5", "run_id");
+  // One broadcast: "<run.h5's id>\n<the step's id>\n<rank 0's error, if any>" (ids are hex).
+  std::string ids;
+  if (world.rank() == 0) {
+    try {
+      ids = run_file_run_id(run_file) + "\n" + read_attribute_h5(step + "/trainer.h5", "run_id") + "\n";
+    } catch (const std::exception& e) {
+      ids = "\n\n" + std::string(e.what());
+    }
+  }
+  watched::bcast_text(&ids, 0, world.comm(), "the run ids of run.h5 and the checkpoint");
+  const size_t a = ids.find('\n'), b = ids.find('\n', a + 1);
+  const std::string file_run = ids.substr(0, a), step_run = ids.substr(a + 1, b - a - 1), error = ids.substr(b + 1);
+  QUARTET_CHECK(error.empty(), error);
   if (file_run.empty() || step_run == file_run) return;
   cfg.deck.fail("checkpoint.resume",
                 "is auto, and the newest intact checkpoint, " + step + ", belongs to run " + step_run + ", but " +
@@ -300,10 +311,14 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
     // A write cut short (a kill while it ran) is no damage, and no reason to stop: its steps
     // go, as the next commit would remove them, and the run goes on from the newest committed
     // one, or afresh when none ever was.
+    // find_latest_checkpoint's words on them ("checkpoint step_N skipped: ...", "checkpoints/latest
+    // names step_N, ...") give way to the one line below.
     auto about_unfinished = [&](const std::string& w) {
-      if (w.find("no manifest.json") != std::string::npos) return true;
-      for (int64_t s : unfinished)
-        if (w.find("latest names step_" + std::to_string(s) + ",") != std::string::npos) return true;
+      for (int64_t s : unfinished) {
+        const std::string name = "step_" + std::to_string(s);
+        if (w.rfind("checkpoint " + name + " skipped:", 0) == 0 || w.find("latest names " + name + ",") != std::string::npos)
+          return true;
+      }
       return false;
     };
     for (const auto& w : warnings)
@@ -317,7 +332,7 @@ std::optional<std::string> choose_resume_checkpoint(Runtime& rt, const Checkpoin
       if (world.rank() == 0) remove_unfinished_checkpoints(out, unfinished);
       watched::barrier(world.comm(), "the unfinished checkpoints removed");
     }
-    if (found) check_same_run(cfg, found->dir, stage);
+    if (found) check_same_run(cfg, world, found->dir, stage);
     return found ? std::optional<std::string>(found->dir) : std::nullopt;
   }
   // Checkpoints, and none of them intact: starting over would overwrite run.h5's history and

@@ -8,18 +8,19 @@ Each run must exit 2 within RUN_SECONDS, print the file with the line (or that i
 print nothing of a collective gone wrong: no watchdog report (dist.watchdog_timeout is 20 s here,
 well past the time a refusal takes), no Open MPI message, no internal error. Cases:
   train (3 ranks: actor, critic, reference), rollout.prompts: rows without the prompt field, an
-        empty file, blank lines only (blank lines are skipped), a truncated last line, an answer that is a number, one that is
-        null; eval.prompts with a row without the prompt field
+        empty file, blank lines only (blank lines are skipped), a truncated last line, an answer
+        that is a number, one that is null; eval.prompts with a row without the prompt field
   generate (2 ranks), sft (2), rm (2), dpo (3: actor 2, reference 1): a row without its field
 """
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from watched_run import WatchedRun  # noqa: E402
 
 RUN_SECONDS = 60
 # What a collective gone wrong prints: the watchdog's report, Open MPI's complaints, the guard
@@ -61,22 +62,11 @@ def bad_prompt_files(work):
     return cases
 
 
-def check(case, cmd):
-    """Runs cmd in a process group of its own; one still running after RUN_SECONDS is a hang:
-    the whole group is killed and the case fails."""
-    t0 = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=RUN_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        fail(f"{case}: still running after {RUN_SECONDS} s (a hang):\n{out[-3000:]}")
-    return p.returncode, out, time.time() - t0
-
-
 def expect_refusal(case, cmd, pattern):
-    rc, out, took = check(case, cmd)
+    # A run still going after RUN_SECONDS is a hang: WatchedRun kills it and fails the case.
+    t0 = time.time()
+    run = WatchedRun(cmd, RUN_SECONDS, lambda msg: fail(f"{case}: {msg}"))
+    rc, out, took = run.finish(), run.output(), time.time() - t0
     if rc != 2:
         fail(f"{case}: exit {rc}, expected 2:\n{out[-3000:]}")
     if WRONG.search(out):

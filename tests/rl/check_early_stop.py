@@ -4,8 +4,9 @@ gets through MPI's start-up ends it, named, within dist.startup_timeout.
     python check_early_stop.py WORK -- MPIRUN_WORDS... QUARTET
 
   launch   SIGUSR1 to `quartet launch mpirun ... train` at moments from the first it can take one
-           (SIGUSR1 blocked, /proc/PID/status) to the first iterations: exit 75 each time (the ranks may still be loading LibTorch, or not
-           started yet), the run file absent or readable, and the job resubmitted runs to the end
+           (SIGUSR1 blocked, /proc/PID/status) to the first iterations: exit 75 each time (the
+           ranks may still be loading LibTorch, or not started yet), the run file absent or
+           readable, and the job resubmitted runs to the end
   ranks    SIGUSR1 to every rank the moment it has its handler, before LibTorch's initialisers
            (as srun relays Slurm's warning): exit 75, not 138 (SIGUSR1's default action)
   stalled  one rank stopped (SIGSTOP) while it loads: the others give up on MPI's start-up
@@ -15,11 +16,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
 import h5py
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from watched_run import WatchedRun  # noqa: E402
 
 EXIT_RESUBMIT = 75
 RUN_SECONDS = 90
@@ -30,19 +33,14 @@ def fail(msg):
     sys.exit(f"check_early_stop: {msg}")
 
 
-def ranks_of(mpirun_pid):
-    out = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def wait_for_ranks(mpirun_pid, n, proc):
+def wait_for_ranks(run, n):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        pids = ranks_of(mpirun_pid)
+        pids = run.ranks()
         if len(pids) >= n:
             return pids
-        if proc.poll() is not None:
-            fail(f"the job ended ({proc.returncode}) before its {n} ranks started")
+        if run.proc.poll() is not None:
+            fail(f"the job ended ({run.proc.returncode}) before its {n} ranks started")
         time.sleep(0.002)
     fail(f"mpirun did not start {n} ranks in 30 s")
 
@@ -57,7 +55,7 @@ def signal_mask(pid, field):
     return set()
 
 
-def wait_until_taken(pid, field, proc):
+def wait_until_taken(pid, field, run):
     """Until process pid blocks or catches SIGUSR1: the earliest moment quartet can take it (its
     .preinit_array, before LibTorch's initialisers; the dynamic loader's mapping comes before)."""
     deadline = time.monotonic() + 30
@@ -67,20 +65,10 @@ def wait_until_taken(pid, field, proc):
                 return
         except FileNotFoundError:
             pass
-        if proc.poll() is not None:
-            fail(f"the job ended ({proc.returncode}) before process {pid} took SIGUSR1")
+        if run.proc.poll() is not None:
+            fail(f"the job ended ({run.proc.returncode}) before process {pid} took SIGUSR1")
         time.sleep(0.001)
     fail(f"process {pid} did not take SIGUSR1 ({field}) in 30 s")
-
-
-def finish(proc, case):
-    try:
-        out, _ = proc.communicate(timeout=RUN_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        fail(f"{case}: still running after {RUN_SECONDS} s:\n{out[-3000:]}")
-    return proc.returncode, out
 
 
 def run_file_readable(out_dir, case):
@@ -94,8 +82,13 @@ def run_file_readable(out_dir, case):
         fail(f"{case}: {path} cannot be read: {e}")
 
 
-def start(cmd):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def start(cmd, case):
+    """The job, watched: one still running after RUN_SECONDS is a hang (killed, the case failed)."""
+    return WatchedRun(cmd, RUN_SECONDS, lambda msg: fail(f"{case}: {msg}"))
+
+
+def finish(run):
+    return run.finish(), run.output()
 
 
 def main():
@@ -118,19 +111,19 @@ def main():
         when = "the moment it blocks SIGUSR1" if delay is None else f"{delay:.2f} s after its start"
         case = f"SIGUSR1 to quartet launch {when}"
         out = os.path.join(work, f"launch_{delay or 0:.2f}")
-        p = start([quartet, "launch"] + train(out))
+        p = start([quartet, "launch"] + train(out), case)
         if delay is None:
-            wait_until_taken(p.pid, "SigBlk", p)
+            wait_until_taken(p.proc.pid, "SigBlk", p)
         else:
             time.sleep(delay)
-        p.send_signal(signal.SIGUSR1)
-        rc, text = finish(p, case)
+        p.proc.send_signal(signal.SIGUSR1)
+        rc, text = finish(p)
         if rc != EXIT_RESUBMIT:
             fail(f"{case}: exit {rc}, expected {EXIT_RESUBMIT}:\n{text[-3000:]}")
         state = run_file_readable(out, case)
         print(f"  {case}: exit {rc}, {state}", flush=True)
     # The last of them, resubmitted, runs to the end.
-    rc, text = finish(start(train(out)), "the resubmitted job")
+    rc, text = finish(start(train(out), "the resubmitted job"))
     if rc != 0 or "train: done in" not in text:
         fail(f"the job resubmitted after an early stop: exit {rc}:\n{text[-3000:]}")
     print(f"  resubmitted after the early stop: exit 0, {run_file_readable(out, 'resubmitted')}", flush=True)
@@ -138,12 +131,12 @@ def main():
     # ranks: the moment they exist, before main (LibTorch's initialisers take about half a second).
     case = "SIGUSR1 to every rank the moment it has its handler"
     out = os.path.join(work, "ranks")
-    p = start(train(out))
-    pids = wait_for_ranks(p.pid, 3, p)
+    p = start(train(out), case)
+    pids = wait_for_ranks(p, 3)
     for pid in pids:
         wait_until_taken(pid, "SigCgt", p)
         os.kill(pid, signal.SIGUSR1)
-    rc, text = finish(p, case)
+    rc, text = finish(p)
     if rc != EXIT_RESUBMIT:
         fail(f"{case}: exit {rc}, expected {EXIT_RESUBMIT} (138 is SIGUSR1's default action):\n{text[-3000:]}")
     print(f"  {case}: exit {rc}, {run_file_readable(out, case)}", flush=True)
@@ -152,12 +145,12 @@ def main():
     # It is stopped once it runs quartet (its handler is there, LibTorch still loading): a child
     # stopped between mpirun's fork and its exec would stall mpirun itself, which no rank can end.
     case = "one rank stopped while it loads, before MPI_Init"
-    p = start(train(os.path.join(work, "stalled"), "dist.startup_timeout=5"))
-    pids = wait_for_ranks(p.pid, 3, p)
+    p = start(train(os.path.join(work, "stalled"), "dist.startup_timeout=5"), case)
+    pids = wait_for_ranks(p, 3)
     wait_until_taken(pids[-1], "SigCgt", p)
     os.kill(pids[-1], signal.SIGSTOP)
     t0 = time.monotonic()
-    rc, text = finish(p, case)
+    rc, text = finish(p)
     took = time.monotonic() - t0
     if rc == 0:
         fail(f"{case}: exit 0:\n{text[-3000:]}")

@@ -25,6 +25,8 @@ class StopControl {
   Stop after_iteration(double iteration_seconds, double checkpoint_seconds) const;
 
  private:
+  int requests_on_any_rank() const;  // collective: the largest count of stop requests
+
   const World& world_;
   double time_limit_;
   double started_;
